@@ -1,0 +1,1 @@
+"""Model and GPU catalogs: presets on disk become ModelSpec and GpuSpec."""

@@ -1,0 +1,168 @@
+"""`automodel-dist`: a thin shell over the public API.
+
+Exit codes: 0 success, 1 a config that fails (validation errors, nothing fits), 2 bad input.
+A user's mistake is always a message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from automodel_dist.errors import AutomodelDistError, InputError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from automodel_dist.compiler import compile_intent
+
+    result = compile_intent(args.intent, args.overrides)
+    text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        written = [str(out)]
+        if args.launcher:
+            from automodel_dist.launch import write_launch_files
+
+            written += write_launch_files(result, out, args.launcher)
+        print("wrote " + ", ".join(written), file=sys.stderr)
+    else:
+        if args.launcher:
+            raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
+                             hint="add -o run/recipe.yaml")
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from automodel_dist.compiler import compile_intent
+    from automodel_dist.explain import render_explain
+
+    result = compile_intent(args.intent, args.overrides)
+    sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from automodel_dist.report import render_report
+    from automodel_dist.validate import validate_recipe
+
+    report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
+                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu)
+    sys.stdout.write(render_report(report, fmt=args.format))
+    return 0 if report.ok else 1
+
+
+def _cmd_dry_run(args: argparse.Namespace) -> int:
+    from automodel_dist.verify.cli import run_dry_run
+
+    return run_dry_run(args)
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from automodel_dist.resources import SCHEMAS_DIR
+
+    name = {"intent": "intent.schema.json", "recipe": "automodel-recipe.schema.json"}[args.which]
+    sys.stdout.write((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+    return 0
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    from automodel_dist.catalog.listing import render_presets
+
+    sys.stdout.write(render_presets(args.which, fmt=args.format))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="automodel-dist",
+        description="Compile a training intent into a NeMo AutoModel recipe with the right distributed layout; "
+        "validate recipes and dry-run their device meshes on CPU.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile an intent into an AutoModel recipe")
+    p.add_argument("intent", help="intent YAML file")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
+    p.add_argument("-o", "--output", help="write the recipe here instead of stdout")
+    p.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--launcher", choices=("slurm", "skypilot"),
+                   help="also write what launches it (slurm: launch.sbatch beside the recipe)")
+    p.set_defaults(func=_cmd_compile)
+
+    p = sub.add_parser("explain", help="show the chosen layout, the runners-up and what was pruned")
+    p.add_argument("intent", help="intent YAML file")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
+    p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_explain)
+
+    p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
+    p.add_argument("recipe", help="AutoModel recipe YAML")
+    p.add_argument("--nodes", type=_positive_int, default=1)
+    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
+    p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("dry-run", help="build AutoModel's device meshes on CPU (needs the dryrun extra)")
+    p.add_argument("source", help="AutoModel recipe YAML, or an intent YAML (compiled first)")
+    p.add_argument("--nodes", type=_positive_int, help="nodes (a recipe needs it; an intent carries its own)")
+    p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
+    p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_dry_run)
+
+    p = sub.add_parser("schema", help="print a JSON Schema")
+    p.add_argument("which", choices=("intent", "recipe"))
+    p.set_defaults(func=_cmd_schema)
+
+    p = sub.add_parser("presets", help="list model or hardware presets")
+    p.add_argument("which", choices=("models", "hardware"))
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_presets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except AutomodelDistError as exc:
+        print(f"automodel-dist {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Findings and reports: what validate, the planner's pruning and dry-run all say about a config."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+ERROR = "error"
+WARNING = "warning"
+NOTE = "note"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement on a config: which rule, how bad, where (dotted recipe key), what, and the fix.
+
+    `automodel_message` is AutoModel's own wording for the same failure, where it has one.
+    """
+
+    rule: str
+    severity: str
+    path: str
+    message: str
+    hint: str = ""
+    automodel_message: str | None = None
+    line: int | None = None
+    col: int | None = None
+
+    def located(self, line: int | None, col: int | None) -> Finding:
+        return replace(self, line=line, col=col)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    """Every finding on one recipe; `ok` means no errors (warnings and notes allowed)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def notes(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == NOTE]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "findings": [f.to_json() for f in self.findings]}

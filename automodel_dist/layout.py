@@ -1,0 +1,111 @@
+"""Layout: the compiler's IR for one distributed configuration, and the sizes derived from it.
+
+A Layout is what a recipe's `distributed:`, `step_scheduler:` batch fields and MoE backend say, in
+canonical form. The planner produces Layouts; the AutoModel target writes and reads them
+(`parse(emit(layout)) == layout`); rules and the cost model judge them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+STRATEGIES = ("fsdp2", "megatron_fsdp", "ddp")
+
+# torch pipeline schedule names, lower-case, as AutoModel resolves them (reference/automodel.md §3.4).
+SINGLE_STAGE_SCHEDULES = ("1f1b", "gpipe")
+MULTI_STAGE_SCHEDULES = ("interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev")
+V_SCHEDULES = ("zbvzerobubble", "dualpipev")
+PP_SCHEDULES = (*SINGLE_STAGE_SCHEDULES, *MULTI_STAGE_SCHEDULES, "pipelineschedulesingle", "pipelineschedulemulti")
+
+DISPATCHERS = ("torch", "deepep", "hybridep", "uccl_ep", "mok")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One distributed layout on `world_size` GPUs.
+
+    `dp_size` is the recipe's explicit `distributed.dp_size` (None = inferred as W/(tp·cp·pp)), kept so
+    that validate can judge a recipe whose explicit value leaves ranks out. `vpp` is the number of
+    pipeline stages per pp rank (1 for single-stage schedules). `micro_batch_size` is the pipeline
+    micro batch (`distributed.pipeline.pp_microbatch_size`); it equals `local_batch_size` without PP.
+    """
+
+    world_size: int
+    strategy: str = "fsdp2"
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    dp_replicate: int = 1
+    dp_size: int | None = None
+    vpp: int = 1
+    pp_schedule: str | None = None
+    activation_checkpointing: bool = False
+    sequence_parallel: bool = False
+    global_batch_size: int = 1
+    local_batch_size: int = 1
+    micro_batch_size: int = 1
+    dispatcher: str | None = None
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size: explicit dp_size, else W // (tp·cp·pp) (MegatronFSDP: W // (tp·cp))."""
+        if self.dp_size is not None and self.dp_size > 0:
+            return self.dp_size
+        if self.strategy == "ddp":
+            return self.world_size
+        denom = self.tp * self.cp * (1 if self.strategy == "megatron_fsdp" else self.pp)
+        return max(self.world_size // denom, 0) if denom > 0 else 0
+
+    @property
+    def dp_shard(self) -> int:
+        return self.dp // self.dp_replicate if self.dp_replicate > 0 else 0
+
+    @property
+    def non_pp_size(self) -> int:
+        """Ranks in one pipeline stage: dp·cp·tp, the size the MoE mesh is carved from."""
+        return self.dp * self.cp * self.tp
+
+    @property
+    def ep_shard(self) -> int:
+        if self.ep <= 1:
+            return 1
+        return self.non_pp_size // self.ep if self.ep < self.non_pp_size else 1
+
+    @property
+    def mesh_size(self) -> int:
+        """Ranks the layout's mesh covers: pp·dp·cp·tp (must equal the world size)."""
+        if self.strategy == "ddp":
+            return self.world_size
+        pp = 1 if self.strategy == "megatron_fsdp" else self.pp
+        return pp * self.dp * self.cp * self.tp
+
+    @property
+    def grad_accumulation(self) -> int:
+        denom = self.local_batch_size * self.dp
+        return self.global_batch_size // denom if denom > 0 else 0
+
+    @property
+    def n_microbatches(self) -> int:
+        """Pipeline micro batches per step of one DP rank (1 without PP)."""
+        if self.pp <= 1:
+            return 1
+        return self.local_batch_size // self.micro_batch_size if self.micro_batch_size > 0 else 0
+
+    @property
+    def num_stages(self) -> int:
+        return self.pp * self.vpp
+
+    def with_(self, **changes: object) -> Layout:
+        return replace(self, **changes)
+
+    def short(self) -> str:
+        """Compact human label, e.g. 'fsdp2 tp2 pp4v2 cp1 ep8 dpr1 dp16 ac lbs2 mbs1'."""
+        parts = [self.strategy, f"tp{self.tp}", f"pp{self.pp}" + (f"v{self.vpp}" if self.vpp > 1 else ""),
+                 f"cp{self.cp}", f"ep{self.ep}", f"dpr{self.dp_replicate}", f"dp{self.dp}",
+                 "ac" if self.activation_checkpointing else "noac", f"lbs{self.local_batch_size}"]
+        if self.pp > 1:
+            parts.append(f"mbs{self.micro_batch_size}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        return " ".join(parts)

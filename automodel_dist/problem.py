@@ -1,0 +1,63 @@
+"""What the planner solves: a model on a cluster for a training job, under the user's pins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+
+TASKS = ("pretrain", "sft", "peft")
+PRECISIONS = ("bf16", "fp8")
+OBJECTIVES = ("throughput", "memory")
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The job: task, sequence length, global batch, packing, precision, LoRA rank (peft only)."""
+
+    task: str = "sft"
+    seq_length: int = 4096
+    global_batch_size: int = 32
+    packed_sequences: bool = False
+    precision: str = "bf16"
+    peft_rank: int | None = None
+
+    @property
+    def is_peft(self) -> bool:
+        return self.task == "peft"
+
+
+@dataclass(frozen=True)
+class Pins:
+    """The intent's `parallelism:` pins. None = auto; a tuple = the allowed values."""
+
+    strategy: tuple[str, ...] | None = None
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    vpp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    dp_replicate: tuple[int, ...] | None = None
+    activation_checkpointing: tuple[bool, ...] | None = None
+    local_batch_size: tuple[int, ...] | None = None
+    micro_batch_size: tuple[int, ...] | None = None
+
+    def allows(self, name: str, value: object) -> bool:
+        allowed = getattr(self, name)
+        return allowed is None or value in allowed
+
+    def open_choices(self) -> list[str]:
+        """Pins that still leave more than one value (what `estimate` refuses)."""
+        return [name for name in self.__dataclass_fields__ if (v := getattr(self, name)) is None or len(v) != 1]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A resolved intent: everything the planner and the cost model need, no file positions."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    training: TrainingSpec
+    pins: Pins = field(default_factory=Pins)
+    objective: str = "throughput"
+    memory_headroom: float = 0.1

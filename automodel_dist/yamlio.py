@@ -1,0 +1,158 @@
+"""YAML in with positions, YAML out with comments kept.
+
+Every loader in the tool goes through `load_document`, so every error can name file:line:col.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from automodel_dist.errors import InputError
+
+PathKey = tuple[str | int, ...]
+
+
+def _round_trip_yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+@dataclass
+class Document:
+    """A loaded YAML mapping plus where it came from, so findings can point into it."""
+
+    data: Any
+    filename: str
+
+    def locate(self, path: str | PathKey) -> tuple[int, int] | None:
+        """1-based (line, col) of the deepest existing node on `path` (a dotted key or a tuple)."""
+        keys = split_path(path) if isinstance(path, str) else path
+        node = self.data
+        found: tuple[int, int] | None = None
+        for key in keys:
+            if isinstance(node, CommentedMap) and key in node:
+                line, col = node.lc.key(key)
+                found = (line + 1, col + 1)
+                node = node[key]
+            elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+                line, col = node.lc.item(key)
+                found = (line + 1, col + 1)
+                node = node[key]
+            else:
+                break
+        if found is None and isinstance(self.data, CommentedMap) and keys == ():
+            return (1, 1)
+        return found
+
+    def where(self, path: str | PathKey) -> str:
+        """"file:line:col" for a key, or "file" when the key is absent."""
+        pos = self.locate(path)
+        return f"{self.filename}:{pos[0]}:{pos[1]}" if pos else self.filename
+
+    def plain(self) -> Any:
+        return to_plain(self.data)
+
+
+def split_path(dotted: str) -> PathKey:
+    """'a.b.0.c' -> ('a', 'b', 0, 'c'); an all-digit part indexes a list."""
+    if not dotted:
+        return ()
+    return tuple(int(part) if part.isdigit() else part for part in dotted.split("."))
+
+
+def join_path(keys: Sequence[str | int]) -> str:
+    return ".".join(str(k) for k in keys)
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and (text.endswith((".yaml", ".yml", ".json")) or Path(text).exists())
+
+
+def parse_yaml_text(text: str, filename: str) -> Any:
+    """Parse YAML text with positions; a syntax error becomes an InputError at its line:col."""
+    try:
+        return _round_trip_yaml().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise InputError(
+            f"YAML syntax error: {problem}",
+            where=where,
+            hint="fix the YAML syntax at that position (indentation, a missing ':' or an unclosed quote)",
+        ) from None
+    except YAMLError as exc:
+        raise InputError(f"YAML syntax error: {exc}", where=filename, hint="fix the YAML syntax") from None
+
+
+def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
+    """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping."""
+    if isinstance(source, Mapping):
+        return Document(data=source, filename=f"<{what}>")
+    if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
+        path = Path(source)
+        filename = str(source)
+        if path.is_dir():
+            raise InputError(f"{what} path is a directory, not a YAML file", where=filename,
+                             hint="pass the path of a .yaml file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"{what} file not found", where=filename,
+                             hint="check the path; it is read relative to the current directory") from None
+        except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
+            raise InputError(f"cannot read {what} file: {exc.__class__.__name__}: {exc}", where=filename,
+                             hint="make the file readable UTF-8 text") from None
+    elif isinstance(source, str):
+        text, filename = source, f"<{what}>"
+    else:
+        raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}")
+    data = parse_yaml_text(text, filename)
+    if data is None:
+        raise InputError(f"{what} is empty", where=filename, hint=f"write a YAML mapping describing the {what}")
+    if not isinstance(data, Mapping):
+        raise InputError(
+            f"{what} must be a YAML mapping at the top level, found a {type(to_plain(data)).__name__}",
+            where=f"{filename}:1:1",
+            hint="the top level needs `key: value` lines, not a list or a scalar",
+        )
+    return Document(data=data, filename=filename)
+
+
+def to_plain(value: Any) -> Any:
+    """ruamel's commented containers and scalar subclasses -> plain dict/list/str/int/float/bool."""
+    if isinstance(value, Mapping):
+        return {to_plain(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def dump_yaml(data: Any) -> str:
+    """Round-trip dump: comments and key order of a loaded document are kept."""
+    stream = io.StringIO()
+    _round_trip_yaml().dump(data, stream)
+    return stream.getvalue()
+
+
+def new_map(items: Mapping[str, Any] | None = None) -> CommentedMap:
+    return CommentedMap(items or {})
