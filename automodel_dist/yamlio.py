@@ -76,7 +76,9 @@ def join_path(keys: Sequence[str | int]) -> str:
 
 
 def _looks_like_path(text: str) -> bool:
-    return "\n" not in text and (text.endswith((".yaml", ".yml", ".json")) or Path(text).exists())
+    if not text.strip() or "\n" in text:
+        return False
+    return text.endswith((".yaml", ".yml", ".json")) or Path(text).exists()
 
 
 def parse_yaml_text(text: str, filename: str) -> Any:
