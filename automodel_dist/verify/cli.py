@@ -1,0 +1,71 @@
+"""`automodel-dist dry-run`: a recipe (with --nodes) or an intent (compiled first) to its device meshes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from automodel_dist.errors import InputError
+from automodel_dist.verify.mesh import MeshReport, build_meshes
+from automodel_dist.yamlio import load_document
+
+DEFAULT_GPUS_PER_NODE = 8
+
+
+def is_intent(data: Any) -> bool:
+    """An intent names `hardware:` or `training:` at the top level and has no `distributed:` section."""
+    return isinstance(data, Mapping) and ("hardware" in data or "training" in data) and "distributed" not in data
+
+
+def _check_rank(rank: int, world_size: int) -> None:
+    if not 0 <= rank < world_size:
+        raise InputError(f"--rank {rank} is outside the world of {world_size} ranks (valid: 0 to {world_size - 1})",
+                         hint="pick a rank below nodes × gpus-per-node")
+
+
+def _recipe_meshes(args: argparse.Namespace) -> MeshReport:
+    if args.nodes is None:
+        raise InputError("a recipe does not say how many GPUs it runs on, so dry-run needs --nodes",
+                         where=str(args.source),
+                         hint="add --nodes N (and --gpus-per-node G when nodes do not have 8 GPUs)")
+    gpus_per_node = args.gpus_per_node or DEFAULT_GPUS_PER_NODE
+    world_size = args.nodes * gpus_per_node
+    _check_rank(args.rank, world_size)
+    return build_meshes(args.source, world_size=world_size, gpus_per_node=gpus_per_node)
+
+
+def _intent_meshes(args: argparse.Namespace) -> MeshReport:
+    """Compile the intent (--nodes / --gpus-per-node override its hardware), then build its recipe's meshes."""
+    from automodel_dist.compiler import compile_intent
+
+    overrides = []
+    if args.nodes is not None:
+        overrides.append(f"hardware.nodes={args.nodes}")
+    if args.gpus_per_node is not None:
+        overrides.append(f"hardware.gpus_per_node={args.gpus_per_node}")
+    result = compile_intent(args.source, overrides)
+    cluster = result.problem.cluster
+    _check_rank(args.rank, cluster.world_size)
+    report = build_meshes(result.recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
+                          nvlink_domain=cluster.nvlink_domain, gpu=cluster.gpu)
+    report.source = f"{args.source} (compiled)"
+    return report
+
+
+def run_dry_run(args: argparse.Namespace) -> int:
+    """Exit 0 when the meshes build, 1 when the rules say they cannot; bad input raises InputError (2)."""
+    from automodel_dist.verify.render import render_json, render_text
+    from automodel_dist.verify.torch_build import require_torch
+
+    require_torch()
+    doc = load_document(args.source, what="dry-run input")
+    report = _intent_meshes(args) if is_intent(doc.data) else _recipe_meshes(args)
+    render = render_json if args.format == "json" else render_text
+    sys.stdout.write(render(report, rank=args.rank))
+    if args.format == "text" and report.built:
+        total = report.timing.get("total", 0.0)
+        build = report.timing.get("torch_build", 0.0)
+        print(f"built in {total:.2f} s (torch meshes {build:.3f} s)", file=sys.stderr)
+    return 0 if report.ok else 1

@@ -1,0 +1,240 @@
+"""`build_meshes`: prove on a CPU that the device meshes AutoModel will build for a recipe exist.
+
+Two layers. First the plain arithmetic, through the shared rules, so every failure is our clear message
+with AutoModel's wording beside it (torch accepts a mesh smaller than the world silently and divides by
+zero on a 0-sized axis). Then torch itself, in this one process under its fake process group, builds
+exactly AutoModel's meshes; every axis's groups read from them must equal the arithmetic tables, and a
+difference is an internal error, reported loudly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.errors import AutomodelDistError, InputError
+from automodel_dist.findings import ERROR, WARNING, Finding
+from automodel_dist.layout import Layout
+from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
+from automodel_dist.yamlio import Document, load_document
+
+# Typical figures, per GPU and direction, used to name the cost when the GPU is not known (H100 SXM:
+# NVLink 4 at 450 GB/s; one 400 Gb/s InfiniBand NDR port per GPU at 50 GB/s).
+TYPICAL_NVLINK_GBPS = 450.0
+TYPICAL_INTERNODE_GBPS = 50.0
+
+
+class MeshMismatchError(AutomodelDistError):
+    """torch built groups that differ from AutoModel's arithmetic: a bug in this tool or a torch change."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One rank: its node, its coordinates on each mesh, and its group on every axis."""
+
+    rank: int
+    node: int
+    coordinates: dict[str, dict[str, int]]
+    groups: dict[str, list[int]]
+
+
+@dataclass
+class MeshReport:
+    """The meshes of one recipe on `world_size` ranks, or the findings that stop them being built.
+
+    `tables` holds every group of every axis (torch's, equal to the arithmetic); `node_map` says per
+    axis whether its groups stay inside a node and inside the NVLink domain. `timing` is in seconds.
+    """
+
+    layout: Layout
+    world_size: int
+    gpus_per_node: int
+    nvlink_domain: int
+    source: str = ""
+    built: bool = False
+    mesh_shape: tuple[int, ...] | None = None
+    mesh_names: tuple[str, ...] | None = None
+    moe_shape: tuple[int, ...] | None = None
+    moe_names: tuple[str, ...] | None = None
+    flattened: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    axis_mesh: dict[str, str] = field(default_factory=dict)
+    tables: dict[str, list[list[int]]] = field(default_factory=dict)
+    node_map: dict[str, Locality] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+    torch_version: str = ""
+    plan: MeshPlan | None = None
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return self.built and not self.errors
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.world_size // self.gpus_per_node)
+
+    def rank_view(self, rank: int) -> RankView:
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} is outside the world of {self.world_size} ranks")
+        plan = self.plan
+        coordinates = plan.coordinates(rank) if plan is not None else {}
+        groups = {axis.name: plan.group_of(axis.name, rank) for axis in plan.axes} if plan is not None else {}
+        return RankView(rank=rank, node=rank // self.gpus_per_node, coordinates=coordinates, groups=groups)
+
+
+def mesh_projection(layout: Layout) -> Layout:
+    """The layout reduced to what decides the meshes, with batch fields that satisfy every batch rule.
+
+    Dry-run judges whether the meshes build; batch, schedule and model rules belong to `validate`.
+    """
+    local = max(layout.pp, 1)
+    return Layout(world_size=layout.world_size, strategy=layout.strategy, tp=layout.tp, pp=layout.pp,
+                  cp=layout.cp, ep=layout.ep, dp_replicate=layout.dp_replicate, dp_size=layout.dp_size,
+                  local_batch_size=local, micro_batch_size=1, global_batch_size=local * max(layout.dp, 1))
+
+
+def _located(finding: Finding, doc: Document) -> Finding:
+    if finding.line is not None:
+        return finding
+    pos = doc.locate(finding.path)
+    return finding.located(*pos) if pos else finding
+
+
+def _rule_findings(doc: Document, layout: Layout) -> list[Finding]:
+    """The shared rules that decide whether AutoModel's mesh code accepts this layout and recipe."""
+    from automodel_dist.rules import check_layout
+
+    return [_located(f, doc) for f in check_layout(mesh_projection(layout))]
+
+
+def _compare(plan: MeshPlan, built: Any, tables: dict[str, list[list[int]]]) -> None:
+    """torch's meshes against the arithmetic: shapes, names, flattened axes, and every group."""
+    expected_shape = plan.device_mesh.shape if plan.device_mesh else None
+    expected_names = plan.device_mesh.names if plan.device_mesh else None
+    problems = []
+    if built.mesh_shape != expected_shape or built.mesh_names != expected_names:
+        problems.append(f"device mesh {built.mesh_names}={built.mesh_shape}, "
+                        f"expected {expected_names}={expected_shape}")
+    moe = plan.moe_mesh
+    if (built.moe_shape, built.moe_names) != ((moe.shape, moe.names) if moe else (None, None)):
+        problems.append(f"MoE mesh {built.moe_names}={built.moe_shape}, expected "
+                        f"{moe.names if moe else None}={moe.shape if moe else None}")
+    if sorted(built.flattened) != sorted(plan.flattened):
+        problems.append(f"flattened axes {sorted(built.flattened)}, expected {sorted(plan.flattened)}")
+    for name, groups in tables.items():
+        if built.tables.get(name) != groups:
+            problems.append(f"the groups of axis {name!r}")
+    if problems:
+        raise MeshMismatchError(
+            "internal error: torch built meshes that differ from AutoModel's arithmetic: " + "; ".join(problems)
+            + ". This is a bug in automodel-dist or a torch change; please report it with the recipe.")
+
+
+def _bandwidths(gpu: GpuSpec | None) -> tuple[str, str]:
+    if gpu is not None:
+        return f"~{gpu.internode_gbps:g} GB/s ({gpu.name})", f"~{gpu.nvlink_gbps:g} GB/s"
+    return (f"~{TYPICAL_INTERNODE_GBPS:g} GB/s (one 400 Gb/s InfiniBand port per GPU, typical)",
+            f"~{TYPICAL_NVLINK_GBPS:g} GB/s (H100)")
+
+
+def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Finding]:
+    """Warnings for the groups that leave fast links: TP leaving a node, EP leaving the NVLink domain."""
+    inter, nvlink = _bandwidths(gpu)
+    findings = []
+    tp = report.node_map.get("tp")
+    if tp is not None and not tp.intra_node:
+        where = ("leaves its node but stays in the NVLink domain" if tp.intra_nvlink
+                 else "leaves its node and the NVLink domain")
+        cost = ("" if tp.intra_nvlink else
+                f": every layer's TP all-reduce/all-gather (forward and backward) runs over inter-node links at "
+                f"{inter} instead of NVLink at {nvlink}")
+        findings.append(Finding(
+            rule="dry-run/tp-crosses-node", severity=WARNING, path="distributed.tp_size",
+            message=f"each TP group of {tp.size} ranks {where} (spans up to {tp.max_nodes_spanned} nodes of "
+                    f"{report.gpus_per_node} GPUs){cost}",
+            hint=f"keep tp_size a divisor of the GPUs per node ({report.gpus_per_node}); "
+                 "scale across nodes with pp, cp or data parallelism instead"))
+    ep = report.node_map.get("ep")
+    if ep is not None and not ep.intra_nvlink:
+        findings.append(Finding(
+            rule="dry-run/ep-leaves-nvlink", severity=WARNING, path="distributed.ep_size",
+            message=f"each EP group of {ep.size} ranks leaves the NVLink domain of {report.nvlink_domain} GPUs "
+                    f"(spans up to {ep.max_nodes_spanned} nodes): every MoE layer's all-to-all dispatch and "
+                    f"combine cross nodes at {inter} instead of NVLink at {nvlink}",
+            hint=f"keep ep_size within the NVLink domain ({report.nvlink_domain}) and shard experts further "
+                 "with ep_shard, or use a dispatcher built for inter-node all-to-all (deepep, hybridep)"))
+    return findings
+
+
+def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
+                 nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
+    """Build AutoModel 0.7.0's device meshes for a recipe (path, YAML text or mapping) on `world_size` ranks.
+
+    `nvlink_domain` defaults to the node; `gpu` (optional) names the link speeds in locality warnings.
+    Raises InputError (exit 2) for unusable input or a missing torch; a layout the rules reject comes
+    back as a report with errors and `built=False`.
+    """
+    from automodel_dist.targets.automodel.parse import parse_recipe
+    from automodel_dist.verify.torch_build import build_with_torch, require_torch
+
+    if world_size < 1 or gpus_per_node < 1:
+        raise InputError(f"world_size and gpus_per_node must be positive, got {world_size} and {gpus_per_node}")
+    timing: dict[str, float] = {}
+    start = time.perf_counter()
+    torch_version = require_torch()
+    timing["import_torch"] = time.perf_counter() - start
+
+    t = time.perf_counter()
+    doc = load_document(source, what="recipe")
+    layout = parse_recipe(doc.plain(), world_size=world_size)
+    domain = min(max(nvlink_domain or gpus_per_node, gpus_per_node), world_size)
+    report = MeshReport(layout=layout, world_size=world_size, gpus_per_node=gpus_per_node, nvlink_domain=domain,
+                        source=doc.filename, torch_version=torch_version)
+    report.findings = _rule_findings(doc, layout)
+    timing["parse_and_rules"] = time.perf_counter() - t
+    if report.errors:
+        report.timing = timing
+        return report
+
+    t = time.perf_counter()
+    plan = plan_meshes(layout)
+    tables = plan.tables()
+    timing["arithmetic"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    built = build_with_torch(plan)
+    timing["torch_build"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    _compare(plan, built, tables)
+    timing["compare"] = time.perf_counter() - t
+
+    report.built = True
+    report.plan = plan
+    report.mesh_shape, report.mesh_names = built.mesh_shape, built.mesh_names
+    report.moe_shape, report.moe_names = built.moe_shape, built.moe_names
+    report.flattened = dict(plan.flattened)
+    report.axis_mesh = {axis.name: axis.mesh for axis in plan.axes}
+    report.tables = built.tables
+    t = time.perf_counter()
+    report.node_map = node_map(built.tables, gpus_per_node=gpus_per_node, nvlink_domain=domain)
+    report.findings += [_located(f, doc) for f in locality_findings(report, gpu)]
+    timing["node_map"] = time.perf_counter() - t
+    timing["total"] = time.perf_counter() - start
+    report.timing = timing
+    return report
+
