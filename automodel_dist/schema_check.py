@@ -1,0 +1,263 @@
+"""JSON Schema checks that speak the user's language: dotted key, file line:col, what was expected, a fix.
+
+Shared by intent loading and `validate`. jsonschema reports errors in its own terms (and anyOf failures
+as a wall of branch errors); this module turns each into one `SchemaIssue`, picks the branch the user
+most likely meant, and suggests the nearest allowed key for a typo.
+
+Schemas may annotate a subschema with `x-hint` (the fix to show when it fails) and `x-severity`
+(`warning` where AutoModel itself would not fail, e.g. a backend name it does not check).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from automodel_dist.resources import SCHEMAS_DIR
+from automodel_dist.yamlio import Document, PathKey, join_path
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class SchemaIssue:
+    """One schema violation: where (key path, line, col), what is wrong, and how to fix it."""
+
+    path: PathKey
+    message: str
+    hint: str
+    line: int | None = None
+    col: int | None = None
+    severity: str = ERROR
+
+    @property
+    def dotted(self) -> str:
+        return join_path(self.path) or "<top level>"
+
+
+@cache
+def load_schema(schema_filename: str) -> dict[str, Any]:
+    """The parsed schema shipped in `schemas/` (cached: read once per process)."""
+    return json.loads((SCHEMAS_DIR / schema_filename).read_text(encoding="utf-8"))
+
+
+@cache
+def _validator(schema_filename: str) -> Draft202012Validator:
+    # Imported here: jsonschema costs ~60 ms to import and most commands never validate twice.
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_schema(schema_filename))
+
+
+def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
+    """Every violation of `schemas/<schema_filename>` in `doc`, located and explained, in file order."""
+    issues: dict[tuple[PathKey, str], SchemaIssue] = {}
+    for error in _validator(schema_filename).iter_errors(doc.plain()):
+        for path, message, hint, severity in _explain(error):
+            pos = doc.locate(path)
+            issue = SchemaIssue(path, message, hint, pos[0] if pos else None, pos[1] if pos else None, severity)
+            issues.setdefault((path, message), issue)
+    return sorted(issues.values(), key=lambda i: (i.line or 0, i.col or 0, join_path(i.path)))
+
+
+Explained = tuple[PathKey, str, str, str]
+
+
+def _explain(error: ValidationError) -> Iterator[Explained]:
+    """One validation error -> (path, message, hint, severity) items (an unknown-keys error gives one per key)."""
+    path: PathKey = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    severity = WARNING if schema.get("x-severity") == WARNING else ERROR
+    custom_hint = schema.get("x-hint")
+    keyword = error.validator
+
+    if keyword in ("anyOf", "oneOf"):
+        yield from _explain_branches(error)
+        return
+    if keyword == "additionalProperties":
+        allowed = _allowed_keys(error.schema)
+        for key in _unknown_keys(error.instance, error.schema):
+            yield (*path, key), f"unknown key '{key}'", custom_hint or _key_hint(key, allowed), severity
+        return
+    if "propertyNames" in error.relative_schema_path:
+        # jsonschema validates each key name against the propertyNames subschema; the instance is the key.
+        key = str(error.instance)
+        allowed = [str(v) for v in schema.get("enum", [])]
+        yield (*path, key), f"unknown key '{key}'", custom_hint or _key_hint(key, allowed), severity
+        return
+    if keyword == "required":
+        missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
+        for key in missing:
+            where = join_path(path) or "the top level"
+            yield path, f"missing required key '{key}' in {where}", custom_hint or f"add `{key}:`", severity
+        return
+    message, hint = _explain_value(keyword, error.validator_value, error.instance, schema)
+    yield path, message, custom_hint or hint, severity
+
+
+def _explain_branches(error: ValidationError) -> Iterator[Explained]:
+    """anyOf/oneOf: explain the branch the value was closest to, or list what any branch would accept."""
+    by_branch: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
+    branches = error.validator_value
+    depth = len(error.absolute_path)
+    # A branch whose failures are all deeper than this value accepted its shape (a mapping with a bad key,
+    # say): that is the one the user meant.
+    shaped = [errs for errs in by_branch.values() if all(len(e.absolute_path) > depth or _is_structural(e)
+                                                         for e in errs)]
+    if shaped:
+        best = min(shaped, key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs)))
+        for sub in best:
+            yield from _explain(sub)
+        return
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    severity = WARNING if schema.get("x-severity") == WARNING else ERROR
+    expected = " or ".join(dict.fromkeys(_describe(b) for b in branches))
+    hint = schema.get("x-hint") or f"write {expected}"
+    near = _nearest_string(error.instance, branches)
+    if near:
+        hint = f"did you mean {near!r}? " + hint
+    yield tuple(error.absolute_path), f"expected {expected}, got {_show(error.instance)}", hint, severity
+
+
+def _is_structural(error: ValidationError) -> bool:
+    """Failures about a mapping's keys (unknown or missing) mean its shape matched the branch."""
+    return error.validator in ("additionalProperties", "required", "propertyNames") or (
+        "propertyNames" in error.relative_schema_path)
+
+
+def _explain_value(keyword: str, expected: Any, value: Any, schema: dict[str, Any]) -> tuple[str, str]:
+    got = _show(value)
+    if keyword == "type":
+        wanted = _type_words(expected)
+        return f"expected {wanted}, got {got}", f"write {wanted} here"
+    if keyword in ("enum", "const"):
+        options = expected if keyword == "enum" else [expected]
+        shown = ", ".join(_show(o) for o in options)
+        near = _nearest_string(value, [{"enum": options}])
+        hint = (f"did you mean {near!r}? " if near else "") + f"use one of: {shown}"
+        return f"{got} is not one of the accepted values", hint
+    if keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}[keyword]
+        return f"must be {op} {expected}, got {got}", f"use a value {op} {expected}"
+    if keyword == "minItems":
+        return f"needs at least {expected} item(s), got {got}", f"list at least {expected} value(s)"
+    if keyword == "maxItems":
+        return f"allows at most {expected} item(s), got {got}", f"list at most {expected} value(s)"
+    if keyword == "uniqueItems":
+        return f"has repeated items: {got}", "list each value once"
+    if keyword == "minLength":
+        return "must not be empty", "write a non-empty string"
+    if keyword == "pattern":
+        form = schema.get("x-format") or f"the pattern {expected}"
+        return f"{got} does not have the expected form ({form})", f"write it as {form}"
+    if keyword == "not":
+        return f"{got} is not allowed here", "remove it or use another value"
+    return f"{got} is invalid here ({keyword}: {_show(expected)})", "see the schema for what is accepted"
+
+
+def _describe(schema: Any) -> str:
+    """A short phrase for what a (branch) schema accepts, for 'expected A or B' messages."""
+    if not isinstance(schema, dict):
+        return "a valid value"
+    if "x-describe" in schema:
+        return str(schema["x-describe"])
+    if "const" in schema:
+        return _show(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(_show(v) for v in schema["enum"])
+    if "$ref" in schema:
+        return "a " + schema["$ref"].rsplit("/", 1)[-1].replace("_", " ")
+    kind = schema.get("type")
+    if kind == "array":
+        items = schema.get("items", {})
+        return f"a non-empty list of {_plural(_describe(items))}" if schema.get("minItems") else \
+            f"a list of {_plural(_describe(items))}"
+    if kind is not None:
+        words = _type_words(kind)
+        if "minimum" in schema:
+            words += f" ≥ {schema['minimum']}"
+        if "pattern" in schema and kind == "string":
+            words += f" matching {schema.get('x-format') or schema['pattern']}"
+        return words
+    if "anyOf" in schema or "oneOf" in schema:
+        return " or ".join(_describe(b) for b in schema.get("anyOf", schema.get("oneOf")))
+    return "a valid value"
+
+
+def _plural(phrase: str) -> str:
+    for article in ("an ", "a "):
+        if phrase.startswith(article):
+            noun, _, rest = phrase[len(article):].partition(" ")
+            return f"{noun}s {rest}".strip()
+    return phrase
+
+
+_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+               "object": "a mapping", "array": "a list", "null": "null"}
+
+
+def _type_words(kind: str | Sequence[str]) -> str:
+    kinds = [kind] if isinstance(kind, str) else list(kind)
+    return " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)
+
+
+def _show(value: Any) -> str:
+    """A value as the user wrote it, with its YAML kind when that is the problem."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(v) for v in value) + "]" if len(value) <= 6 else f"a list of {len(value)} items"
+    return str(value)
+
+
+def _allowed_keys(schema: Any) -> list[str]:
+    return sorted(schema.get("properties", {})) if isinstance(schema, dict) else []
+
+
+def _unknown_keys(instance: Any, schema: Any) -> list[str]:
+    if not isinstance(instance, dict) or not isinstance(schema, dict):
+        return []
+    known = set(schema.get("properties", {}))
+    patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+    return [str(k) for k in instance if k not in known and not any(p.search(str(k)) for p in patterns)]
+
+
+def _key_hint(key: str, allowed: Iterable[str]) -> str:
+    allowed = [a for a in allowed if a]
+    near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    listing = ", ".join(allowed) if len(allowed) <= 40 else ", ".join(allowed[:40]) + ", ..."
+    if near:
+        return f"did you mean '{near[0]}'? allowed keys here: {listing}"
+    return f"remove it; allowed keys here: {listing}" if allowed else "remove it"
+
+
+def _nearest_string(value: Any, branches: Iterable[Any]) -> str | None:
+    """The accepted string closest to a misspelt string value, if any is close."""
+    if not isinstance(value, str):
+        return None
+    options: list[str] = []
+    for branch in branches:
+        if isinstance(branch, dict):
+            options += [v for v in branch.get("enum", []) if isinstance(v, str)]
+            if isinstance(branch.get("const"), str):
+                options.append(branch["const"])
+    near = difflib.get_close_matches(value.lower(), options, n=1, cutoff=0.6)
+    return near[0] if near and near[0] != value else None
