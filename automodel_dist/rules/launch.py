@@ -1,0 +1,252 @@
+"""Multi-node launch failures, as rules: what breaks when a recipe that works on one node meets Slurm.
+
+Sources: AutoModel's `slurm.sub` and `docs/launcher/slurm.mdx` (one torchrun per node; USR1 forwarded
+for preemption checkpoints; `dist_env.timeout_minutes` defaults to 1), the Megatron-Bridge multi-node
+Slurm skill (`--ntasks-per-node=8` with torchrun → EADDRINUSE; caches and NEMO_HOME on shared storage),
+and the MoE dispatcher notes (HybridEP's NVLink-domain size; DeepEP internode dispatch timeouts,
+NVIDIA-NeMo/Automodel #3967 and Megatron-Bridge #5067; MoK fuses its all-to-all over one NVLink domain).
+
+`check_launch` judges a recipe mapping and, when given, the sbatch script that launches it. The
+thresholds here are also what the launch writers emit, so the compiler never writes what these rules
+reject.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+from automodel_dist.findings import ERROR, WARNING, Finding
+from automodel_dist.layout import Layout
+
+# AutoModel's default is 1 minute; its multi-node examples use 10-60 (reference/automodel.md §8.2, §10.13).
+MIN_MULTINODE_TIMEOUT_MINUTES = 10
+# Large MoE across nodes: expert weights load and checkpoints consolidate while other ranks wait at a
+# collective; AutoModel's 8-node DeepSeek-V4-Flash MoK example uses 30.
+MOE_MULTINODE_TIMEOUT_MINUTES = 30
+AUTOMODEL_DEFAULT_TIMEOUT_MINUTES = 1
+
+# Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
+# that the others cannot read).
+SHARED_CACHE_VARS = ("HF_HOME", "HF_DATASETS_CACHE", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+                     "NEMO_HOME", "NEMO_HYBRIDEP_JIT_CACHE")
+# Mount points that are per node on typical GPU clusters, and the container's own root home.
+NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/raid", "/local", "/scratch/local", "/mnt/local",
+                       "/root", "$TMPDIR", "${TMPDIR}")
+
+HYBRIDEP_DOMAIN_VAR = "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"
+
+_SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
+_EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
+_DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
+
+
+def recommended_timeout_minutes(nodes: int, is_moe: bool) -> int | None:
+    """The `dist_env.timeout_minutes` a launch writer emits for this scale (None: AutoModel's default is fine)."""
+    if nodes > 1:
+        return MOE_MULTINODE_TIMEOUT_MINUTES if is_moe else MIN_MULTINODE_TIMEOUT_MINUTES
+    return MIN_MULTINODE_TIMEOUT_MINUTES if is_moe else None
+
+
+def is_node_local(path: str) -> bool:
+    """True for a path on storage other nodes cannot see (see NODE_LOCAL_PREFIXES)."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in NODE_LOCAL_PREFIXES)
+
+
+def names_sigusr1(value: object) -> bool:
+    """Does one `preemption_signal` entry resolve to SIGUSR1 the way AutoModel's resolve_signal does?"""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value == signal.SIGUSR1.value
+    if isinstance(value, str):
+        name = value.strip().upper()
+        if name.isdigit():
+            return int(name) == signal.SIGUSR1.value
+        return name.removeprefix("SIG") == "USR1"
+    return False
+
+
+def handles_sigusr1(preemption_signal: object) -> bool:
+    entries = preemption_signal if isinstance(preemption_signal, (list, tuple)) else [preemption_signal]
+    return any(names_sigusr1(e) for e in entries)
+
+
+def ep_groups_crossing(layout: Layout, domain: int) -> int:
+    """How many EP groups span more than one block of `domain` consecutive ranks.
+
+    An EP group is `ep` consecutive ranks inside one pipeline stage of `non_pp_size` ranks
+    (reference/automodel.md §5.3); ranks fill nodes in order, so a block of `domain` ranks is a node
+    (domain = GPUs per node) or an NVLink domain.
+    """
+    if layout.ep <= 1 or domain <= 0 or layout.strategy != "fsdp2":
+        return 0
+    stage = layout.non_pp_size
+    crossing = 0
+    for s in range(max(layout.pp, 1)):
+        for k in range(stage // layout.ep):
+            first = s * stage + k * layout.ep
+            if first // domain != (first + layout.ep - 1) // domain:
+                crossing += 1
+    return crossing
+
+
+def ep_dispatcher_findings(layout: Layout, *, gpus_per_node: int, nvlink_domain: int,
+                           env: Mapping[str, str] | None = None) -> list[Finding]:
+    """Dispatchers that need the EP group inside a node or an NVLink domain.
+
+    `env` is the launch script's environment (None when there is no script to judge).
+    """
+    path = "model.backend.dispatcher"
+    dispatcher = layout.dispatcher
+    findings: list[Finding] = []
+    if dispatcher == "mok" and (n := ep_groups_crossing(layout, nvlink_domain)):
+        findings.append(Finding(
+            "launch-ep-nvlink", ERROR, path,
+            f"dispatcher 'mok' with ep_size={layout.ep}: {n} EP group(s) span more than one NVLink domain of "
+            f"{nvlink_domain} GPUs; MoK fuses its dispatch and combine over a single NVLink domain",
+            hint=f"keep ep_size within the NVLink domain ({nvlink_domain}) and aligned to it, or use "
+                 "dispatcher: hybridep (or torch) for cross-domain expert parallelism"))
+    elif dispatcher == "deepep" and (n := ep_groups_crossing(layout, gpus_per_node)):
+        findings.append(Finding(
+            "launch-ep-nvlink", WARNING, path,
+            f"dispatcher 'deepep' with ep_size={layout.ep}: {n} EP group(s) span nodes, so dispatch goes through "
+            "DeepEP's internode (RDMA/NVSHMEM) kernels, which have timed out in large runs "
+            "('DeepEP error: timeout (dispatch CPU)')",
+            hint=f"keep ep_size <= {gpus_per_node} (one node), or use dispatcher: hybridep, which AutoModel's "
+                 "benchmarks switched to after these timeouts"))
+    elif dispatcher == "hybridep" and env is not None and ep_groups_crossing(layout, nvlink_domain):
+        value = env.get(HYBRIDEP_DOMAIN_VAR)
+        if value != str(nvlink_domain):
+            told = "is not set" if value is None else f"is {value}"
+            findings.append(Finding(
+                "launch-ep-nvlink", WARNING, path,
+                f"dispatcher 'hybridep' with EP groups spanning NVLink domains, but {HYBRIDEP_DOMAIN_VAR} {told}; "
+                f"HybridEP needs the real domain size ({nvlink_domain}), a mismatch costs speed and sometimes "
+                "correctness",
+                hint=f"export {HYBRIDEP_DOMAIN_VAR}={nvlink_domain} in the launch script"))
+    return findings
+
+
+def sbatch_env(sbatch_text: str) -> dict[str, str]:
+    """Variables the script sets (`export A=b` / `A=b`), `${A:-default}` read as its default."""
+    env: dict[str, str] = {}
+    for line in sbatch_text.splitlines():
+        match = _EXPORT.match(line)
+        if match:
+            value = match.group(2).strip("\"'")
+            defaulted = _DEFAULTED.match(value)
+            env[match.group(1)] = defaulted.group(1).strip("\"'") if defaulted else value
+    return env
+
+
+def _launches_torchrun(sbatch_text: str) -> bool:
+    code = [line.split("#", 1)[0] for line in sbatch_text.splitlines()]
+    return any("torchrun" in line or "torch.distributed.run" in line for line in code)
+
+
+def _tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
+    """(value, 1-based line) of the largest `--ntasks-per-node` in #SBATCH lines or srun flags."""
+    best: tuple[int, int] | None = None
+    for number, line in enumerate(sbatch_text.splitlines(), start=1):
+        directive = _SBATCH_DIRECTIVE.match(line.strip())
+        text = directive.group(1) if directive else line.split("#", 1)[0]
+        for match in re.finditer(r"--ntasks-per-node[= ](\d+)", text):
+            value = int(match.group(1))
+            if best is None or value > best[0]:
+                best = (value, number)
+    return best
+
+
+def _sends_usr1(sbatch_text: str) -> int | None:
+    """1-based line of an `#SBATCH --signal=...USR1...` directive."""
+    for number, line in enumerate(sbatch_text.splitlines(), start=1):
+        directive = _SBATCH_DIRECTIVE.match(line.strip())
+        if directive and re.search(r"--signal[= ](?:[A-Z]+:)?(?:SIG)?USR1\b", directive.group(1)):
+            return number
+    return None
+
+
+def _get(recipe: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = recipe
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool) -> list[Finding]:
+    """Rules on the launch script itself, and on the recipe settings the script relies on."""
+    findings: list[Finding] = []
+    tasks = _tasks_per_node(sbatch_text)
+    if tasks and tasks[0] > 1 and _launches_torchrun(sbatch_text):
+        findings.append(Finding(
+            "launch-ntasks-per-node", ERROR, "sbatch",
+            f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node, each "
+            "spawning its own workers on the same rendezvous port: EADDRINUSE, or a world size "
+            f"{tasks[0]}x too large",
+            hint="use --ntasks-per-node=1 (one torchrun per node, --nproc_per_node=<GPUs per node>)",
+            line=tasks[1], col=1))
+    usr1_line = _sends_usr1(sbatch_text)
+    if usr1_line and not handles_sigusr1(_get(recipe, "step_scheduler.preemption_signal") or "SIGTERM"):
+        findings.append(Finding(
+            "launch-preemption-signal", ERROR, "step_scheduler.preemption_signal",
+            "the launch script has Slurm send SIGUSR1 before the time limit, but the recipe's "
+            "step_scheduler.preemption_signal does not handle SIGUSR1 (default: SIGTERM only): the signal "
+            "kills the workers instead of triggering a checkpoint",
+            hint="set step_scheduler.preemption_signal: [SIGUSR1, SIGTERM]"))
+    if multi_node:
+        env = sbatch_env(sbatch_text)
+        for name in SHARED_CACHE_VARS:
+            if name in env and is_node_local(env[name]):
+                findings.append(Finding(
+                    "launch-node-local-cache", WARNING, "sbatch",
+                    f"{name}={env[name]} is on node-local storage: every node downloads or compiles its own copy, "
+                    "and files node 0 prepares are invisible to the others",
+                    hint=f"point {name} at shared storage (launcher.cache_dir in the intent)"))
+    return findings
+
+
+def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: int, model: Any = None,
+                 sbatch_text: str | None = None, layout: Layout | None = None,
+                 nvlink_domain: int | None = None) -> list[Finding]:
+    """Every launch rule on a recipe (and its sbatch script, when given).
+
+    `model` is a ModelSpec (or None); `layout` is the recipe's parsed Layout, needed for the EP
+    dispatcher rule; `nvlink_domain` defaults to `gpus_per_node`.
+    """
+    findings: list[Finding] = []
+    multi_node = world_size > gpus_per_node
+    is_moe = bool(getattr(model, "is_moe", False))
+    timeout = _get(recipe, "dist_env.timeout_minutes")
+    given = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None
+    effective = given if given is not None else AUTOMODEL_DEFAULT_TIMEOUT_MINUTES
+    if multi_node and effective < MIN_MULTINODE_TIMEOUT_MINUTES:
+        nodes = -(-world_size // gpus_per_node)
+        why = "large MoE across nodes" if is_moe else f"{nodes} nodes"
+        said = f"is {given}" if given is not None else f"is not set (AutoModel's default: {effective})"
+        want = recommended_timeout_minutes(nodes, is_moe)
+        findings.append(Finding(
+            "launch-timeout", WARNING, "dist_env.timeout_minutes",
+            f"dist_env.timeout_minutes {said}: with {why}, process-group start-up and any collective that waits "
+            "on rank 0 (model download, checkpoint consolidation) outlast it and the NCCL watchdog kills the job",
+            hint=f"set dist_env.timeout_minutes: {want} (AutoModel's multi-node examples use 10-60)"))
+    if multi_node:
+        ckpt_dir = _get(recipe, "checkpoint.checkpoint_dir")
+        enabled = _get(recipe, "checkpoint.enabled")
+        if enabled is not False and isinstance(ckpt_dir, str) and is_node_local(ckpt_dir):
+            findings.append(Finding(
+                "launch-node-local-cache", ERROR, "checkpoint.checkpoint_dir",
+                f"checkpoint.checkpoint_dir {ckpt_dir} is on node-local storage: each node writes only its own "
+                "shards there, so the checkpoint can be neither consolidated nor restored",
+                hint="put checkpoint_dir on storage every node mounts (e.g. a Lustre or NFS path)"))
+    env = sbatch_env(sbatch_text) if sbatch_text is not None else None
+    if layout is not None:
+        findings += ep_dispatcher_findings(layout, gpus_per_node=gpus_per_node,
+                                           nvlink_domain=nvlink_domain or gpus_per_node, env=env)
+    if sbatch_text is not None:
+        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node)
+    return findings

@@ -1,0 +1,306 @@
+"""Layout rules: what can be judged from a Layout, the world size and (when known) model, cluster, training.
+
+The planner calls `check_layout` on thousands of layouts, so the checks are straight-line integer
+arithmetic and build message or hint strings only when a rule fires.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+from automodel_dist.dispatcher import ep_group_in_domain
+from automodel_dist.findings import Finding
+from automodel_dist.layout import MULTI_STAGE_SCHEDULES, SINGLE_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.problem import TrainingSpec
+from automodel_dist.rules import registry as r
+from automodel_dist.rules.registry import divisors, listing
+
+# Model families AutoModel runs with its own implementation (BackendConfig, TE attention by default),
+# which is what packed sequences with context parallelism need (AutoModel `supports_cp_with_sequence_packing`:
+# TE or Magi attention). Families served by plain Hugging Face code (e.g. mixtral) lack it.
+PACKED_CP_FAMILIES = frozenset({
+    "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v3", "kimi_k2", "gpt_oss",
+})
+_PACKED_CP_ATTN = frozenset({"te", "magi"})
+
+
+def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
+                 training: TrainingSpec | None = None) -> list[Finding]:
+    """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast."""
+    out: list[Finding] = []
+    mesh_sound = _check_mesh(layout, out)
+    if layout.strategy == "fsdp2" and layout.pp > 1:
+        _check_pipeline(layout, out)
+    if mesh_sound:
+        _check_batch(layout, out)
+    if model is not None:
+        _check_model(layout, model, out)
+    if training is not None and training.packed_sequences and layout.cp > 1:
+        check_cp_packing(layout, model, training, out)
+    if layout.dispatcher == "mok" and layout.world_size % 4:
+        out.append(r.MOK_WORLD.finding(
+            f"dispatcher mok needs a world size divisible by 4, got {layout.world_size}",
+            hint="use dispatcher deepep or torch, or a world size divisible by 4",
+            automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {layout.world_size}"))
+    if cluster is not None and layout.world_size > 1:
+        _check_topology(layout, cluster, out)
+    return out
+
+
+def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
+    """Strategy support and mesh arithmetic (AutoModel `_create_device_meshes`); True if dp is sound."""
+    strategy, world = layout.strategy, layout.world_size
+    tp, pp, cp, ep, dpr = layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate
+    if dpr > 1 and strategy != "fsdp2":
+        out.append(r.HSDP_NEEDS_FSDP2.finding(
+            f"dp_replicate_size={dpr} (HSDP) needs strategy fsdp2, not {strategy}",
+            hint="set distributed.strategy: fsdp2, or dp_replicate_size: 1",
+            automodel_message="dp_replicate_size is only supported with FSDP2Config"))
+    if layout.sequence_parallel and strategy != "fsdp2":
+        out.append(r.UNKNOWN_OPTION.finding(
+            f"sequence_parallel is an fsdp2 option; strategy {strategy} rejects the key",
+            path="distributed.sequence_parallel", hint="remove distributed.sequence_parallel (even `false`)",
+            automodel_message=f"Unknown options for strategy '{strategy}': ['sequence_parallel']"))
+    if strategy == "ddp":
+        for size, feature, key in ((tp, "tensor parallelism", "tp_size"), (pp, "pipeline parallelism", "pp_size"),
+                                   (cp, "context parallelism", "cp_size"), (ep, "expert parallelism", "ep_size")):
+            if size > 1:
+                out.append(_strategy_feature("ddp", feature, key, size))
+        return True
+    if strategy == "megatron_fsdp":
+        if pp > 1:
+            out.append(_strategy_feature("megatron_fsdp", "pipeline parallelism", "pp_size", pp))
+        if ep > 1:
+            out.append(_strategy_feature("megatron_fsdp", "expert parallelism", "ep_size", ep))
+        if layout.activation_checkpointing and world > 1:
+            out.append(r.MFSDP_AC_SKIPPED.finding(
+                "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
+                hint="use strategy fsdp2 to checkpoint activations, or set activation_checkpointing: false",
+                automodel_message="Activation checkpointing is not yet supported with MegatronFSDP. Skipping."))
+        denom, factors, expression = tp * cp, (tp, cp), "tp_size * cp_size"
+    else:
+        denom, factors, expression = tp * cp * pp, (tp, cp, pp), "tp_size * cp_size * pp_size"
+
+    sound = True
+    if layout.dp_size is None:
+        if world % denom:
+            out.append(_world_divisible(layout, denom, factors, expression))
+            return False
+        dp = world // denom
+    else:
+        dp = layout.dp_size
+        if dp * denom != world:
+            out.append(_world_product(layout, dp, denom))
+            sound = False
+    if strategy == "fsdp2":
+        if dp % dpr:
+            out.append(r.DP_REPLICATE_MULTIPLE.finding(
+                f"dp={dp} is not a multiple of dp_replicate_size={dpr}",
+                hint=f"dp_replicate_size must divide dp={dp} and be below it: {_replicate_choices(dp)}",
+                automodel_message="dp_size must be a multiple of dp_replicate_size"))
+        if dpr >= dp and dpr != 1:
+            out.append(r.DP_REPLICATE_BELOW_DP.finding(
+                f"dp_replicate_size={dpr} leaves nothing to shard (dp={dp}); FSDP2 does not do pure replication",
+                hint=f"use dp_replicate_size in {{{_replicate_choices(dp)}}}, or strategy ddp for pure replication",
+                automodel_message=f"dp_replicate_size={dpr} must be less than dp_size={dp} since DDP usecase is "
+                                  "not supported by FSDP2"))
+        non_pp = dp * cp * tp
+        if non_pp % ep:
+            out.append(r.EP_DIVIDES_NON_PP.finding(
+                f"ep_size={ep} does not divide the {non_pp} ranks of a pipeline stage (dp·cp·tp = {dp}·{cp}·{tp})",
+                hint=f"valid ep_size values here: {listing(divisors(non_pp))}",
+                automodel_message=f"non_pp_size={non_pp} must be a multiple of ep_size={ep}"))
+        if layout.sequence_parallel and ep > 1 and tp > 1:
+            out.append(r.MOE_TP_SEQUENCE_PARALLEL.finding(
+                f"sequence_parallel with ep_size={ep} and tp_size={tp}: the MoE TP path does not support it",
+                hint="set distributed.sequence_parallel: false",
+                automodel_message="sequence_parallel=True is not supported by the custom MoE TP path yet; use "
+                                  "sequence_parallel=False so replicated router/attention activations remain correct."))
+    return sound
+
+
+def _strategy_feature(strategy: str, feature: str, key: str, size: int) -> Finding:
+    return r.STRATEGY_FEATURE.finding(
+        f"{strategy} does not support {feature} ({key}={size})", path=f"distributed.{key}",
+        hint=f"set {key}: 1, or use strategy fsdp2",
+        automodel_message=f"{strategy} does not support {feature}")
+
+
+def _world_divisible(layout: Layout, denom: int, factors: tuple[int, ...], expression: str) -> Finding:
+    world = layout.world_size
+    factors_str = " * ".join(str(f) for f in factors)
+    return r.WORLD_DIVISIBLE.finding(
+        f"world size {world} is not divisible by {expression.replace('_size', '').replace(' * ', '·')} = {denom}",
+        hint=f"choose sizes whose product divides {world}: {listing(divisors(world))}",
+        automodel_message=f"world_size ({world}) must be divisible by ({expression}) ({factors_str} = {denom})")
+
+
+def _world_product(layout: Layout, dp: int, denom: int) -> Finding:
+    world, covered = layout.world_size, dp * denom
+    what = "pp·dp·cp·tp" if layout.strategy == "fsdp2" else "dp·cp·tp"
+    if world % denom == 0:
+        hint = f"set dp_size: null (inferred as {world // denom}) or dp_size: {world // denom}"
+    else:
+        hint = f"no dp_size fits: also make the other sizes' product ({denom}) divide {world}"
+    if covered > world:
+        message = f"the mesh needs {what} = {covered} ranks but the world has {world}"
+        automodel = f"Mesh should not be bigger than default world size {world}, but found {covered} ranks!"
+    else:
+        message = (f"{what} = {covered} covers only {covered} of {world} ranks; AutoModel builds the smaller mesh "
+                   "and leaves the other ranks out without an error")
+        automodel = None
+    return r.WORLD_PRODUCT.finding(message, hint=hint, automodel_message=automodel)
+
+
+def _replicate_choices(dp: int) -> str:
+    return listing([d for d in divisors(dp) if d < dp or d == 1])
+
+
+def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
+    """PP micro-batch arithmetic and stages per rank (AutoModel recipe setup, AutoPipeline, stage split)."""
+    pp, lbs, mbs, vpp = layout.pp, layout.local_batch_size, layout.micro_batch_size, layout.vpp
+    if mbs > 0 and lbs > 0:
+        if lbs % mbs:
+            out.append(r.LBS_DIVISIBLE_BY_MBS.finding(
+                f"local_batch_size={lbs} is not divisible by pp_microbatch_size={mbs}",
+                hint=f"pp_microbatch_size must divide {lbs}: {listing(divisors(lbs))}",
+                automodel_message="local_batch_size must be divisible by microbatch_size"))
+        n_micro = lbs // mbs
+        if n_micro < pp:
+            out.append(r.PP_MICROBATCHES.finding(
+                f"{lbs} // {mbs} = {n_micro} pipeline micro batches per step, fewer than pp_size={pp}",
+                hint=f"raise step_scheduler.local_batch_size to at least {pp * mbs} (pp · pp_microbatch_size), "
+                     "or lower pp_microbatch_size",
+                automodel_message=f"pp_batch_size {lbs} // pp_microbatch_size {mbs} must be >= pp_size {pp}"))
+        elif n_micro < vpp:
+            out.append(r.MICROBATCHES_BELOW_STAGES.finding(
+                f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
+                hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})"))
+    schedule = layout.pp_schedule
+    if schedule is None:  # an unknown or missing name is the recipe rule am-r32-schedule-name
+        return
+    if schedule in V_SCHEDULES:
+        if vpp != 2:
+            out.append(r.STAGES_PER_RANK.finding(
+                f"schedule {schedule} is a V schedule and needs exactly 2 stages per rank, got {vpp}",
+                hint="set layers_per_stage so that num_layers / layers_per_stage = 2·pp, or leave it null",
+                automodel_message=f"v schedules assume 2 stages per rank, got {vpp}"))
+    elif schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti":
+        if vpp < 2:
+            out.append(r.STAGES_PER_RANK.finding(
+                f"multi-stage schedule {schedule} needs at least 2 stages per rank, got {vpp}",
+                hint="lower layers_per_stage (or leave it null for 2 stages per rank), or use pp_schedule: 1f1b",
+                automodel_message=f"Multi-stage schedule requires at least 2 stages per rank, but got {vpp} "
+                                  "stages per rank."))
+    elif schedule in SINGLE_STAGE_SCHEDULES and vpp != 1:
+        out.append(r.STAGES_PER_RANK.finding(
+            f"single-stage schedule {schedule} needs exactly 1 stage per rank, got {vpp}",
+            hint="raise layers_per_stage to num_layers / pp (or leave it null), or use pp_schedule: interleaved1f1b",
+            automodel_message=f"Single stage schedule requires exactly 1 stage per rank, but got {vpp} stages "
+                              "per rank."))
+
+
+def _check_batch(layout: Layout, out: list[Finding]) -> None:
+    """StepScheduler: GBS = LBS · dp · grad_accumulation (dp excludes cp, tp, pp)."""
+    gbs, lbs = layout.global_batch_size, layout.local_batch_size
+    dp = layout.world_size if layout.strategy == "ddp" else layout.dp
+    if gbs <= 0 or lbs <= 0 or dp <= 0:
+        return
+    if gbs % (lbs * dp):
+        step = lbs * dp
+        lower = max(gbs // step, 1) * step
+        choices = [d for d in divisors(gbs // dp) if d <= 64] if gbs % dp == 0 else []
+        hint = f"global_batch_size must be a multiple of {lbs}·{dp} = {step} (e.g. {lower} or {lower + step})"
+        if choices:
+            hint += f"; or keep it and use local_batch_size in {{{listing(choices)}}}"
+        out.append(r.GBS_DIVISIBLE.finding(
+            f"global_batch_size={gbs} is not divisible by local_batch_size · dp = {lbs} · {dp} = {step}",
+            hint=hint,
+            automodel_message=f"global_batch_size ({gbs}) must be divisible by local_batch_size * dp_size "
+                              f"({lbs} * {dp})"))
+
+
+def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
+    """Sizes against the architecture: heads, experts, layers, tied embeddings."""
+    tp, ep, pp = layout.tp, layout.ep, layout.pp
+    if tp > 1 and layout.strategy != "ddp":
+        heads, kv = model.num_attention_heads, model.num_key_value_heads
+        if kv % tp or heads % tp:
+            valid = listing(divisors(gcd(heads, kv)))
+            if kv % tp:
+                out.append(r.TP_DIVIDES_HEADS.finding(
+                    f"tp_size={tp} does not divide {model.name}'s {kv} key/value heads",
+                    hint=f"tp_size must divide both {heads} attention and {kv} KV heads: {valid}",
+                    automodel_message=f"num_key_value_heads ({kv}) must be divisible by TP size ({tp})"))
+            if heads % tp:
+                out.append(r.TP_DIVIDES_HEADS.finding(
+                    f"tp_size={tp} does not divide {model.name}'s {heads} attention heads",
+                    hint=f"tp_size must divide both {heads} attention and {kv} KV heads: {valid}",
+                    automodel_message=f"num_attention_heads ({heads}) must be divisible by TP size ({tp})"))
+    if ep > 1 and layout.strategy == "fsdp2":
+        if not model.is_moe:
+            out.append(r.EP_NEEDS_MOE.finding(
+                f"ep_size={ep} but {model.name} is a dense model with no experts",
+                hint="set distributed.ep_size: 1",
+                automodel_message=f"Expert parallelism (ep_size={ep}) requires a MoE model, but {model.name} does "
+                                  "not inherit from MoEFSDPSyncMixin"))
+        elif model.num_routed_experts % ep:
+            n = model.num_routed_experts
+            out.append(r.EP_DIVIDES_EXPERTS.finding(
+                f"ep_size={ep} does not divide {model.name}'s {n} routed experts",
+                hint=f"ep_size must divide {n}: {listing([d for d in divisors(n) if d > 1])}",
+                automodel_message=f"n_routed_experts {n} must be divisible by expert_parallel_degree {ep}"))
+    if pp > 1 and layout.strategy == "fsdp2":
+        stages = pp * layout.vpp
+        if stages > model.num_layers:
+            out.append(r.STAGES_EXCEED_LAYERS.finding(
+                f"{pp}·{layout.vpp} = {stages} pipeline stages for {model.num_layers} layers",
+                hint=f"keep pp · stages per rank <= {model.num_layers}",
+                automodel_message=f"Number of stages ({stages}) cannot exceed number of layers ({model.num_layers})"))
+        if model.tie_word_embeddings:
+            out.append(r.PP_TIED_EMBEDDINGS.finding(
+                f"{model.name} ties its input and output embeddings, which pipeline parallelism cannot split",
+                hint="set pp_size: 1 (use tp, cp or more data parallelism instead)",
+                automodel_message=f"Model '{model.name}' is not compatible with pipeline parallelism"))
+
+
+def supports_packed_cp(model: ModelSpec, attn: str | None = None) -> bool:
+    """AutoModel's `supports_cp_with_sequence_packing`: an AutoModel implementation on TE (default) or Magi."""
+    return model.family in PACKED_CP_FAMILIES and (attn is None or attn in _PACKED_CP_ATTN)
+
+
+def check_cp_packing(layout: Layout, model: ModelSpec | None, training: TrainingSpec, out: list[Finding],
+                     attn: str | None = None) -> None:
+    """Packed sequences with cp > 1: the pack length and model support. `attn`: the recipe's backend.attn."""
+    cp, seq = layout.cp, training.seq_length
+    if seq % (2 * cp):
+        up = -(-seq // (2 * cp)) * 2 * cp
+        out.append(r.PACK_DIVISIBLE_BY_2CP.finding(
+            f"packed_sequence_size={seq} is not divisible by 2·cp = {2 * cp}",
+            hint=f"use packed_sequence_size {up} (a multiple of {2 * cp})"))
+    if model is not None and not supports_packed_cp(model, attn):
+        why = f"attention backend {attn!r}" if attn not in (None, *_PACKED_CP_ATTN) else f"model {model.name}"
+        out.append(r.CP_PACKING_SUPPORT.finding(
+            f"context parallelism (cp_size={cp}) with packed sequences is not supported for {why}",
+            hint="set packed_sequence.packed_sequence_size: 0, or cp_size: 1, or (AutoModel-implemented models) "
+                 "model.backend.attn: te",
+            automodel_message=f"Context parallelism (cp_size={cp}) with packed sequences is not supported for "
+                              f"{model.name}."))
+
+
+def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) -> None:
+    """Where the groups land: TP inside a node, EP inside an NVLink domain (warnings)."""
+    world, tp, ep = layout.world_size, layout.tp, layout.ep
+    node = cluster.gpus_per_node
+    if tp > 1 and layout.strategy != "ddp" and not ep_group_in_domain(tp, node, world):
+        out.append(r.TP_CROSSES_NODE.finding(
+            f"tensor-parallel groups of {tp} consecutive ranks cross the {node}-GPU node boundary",
+            hint=f"keep tp_size a divisor of {node}: {listing(divisors(node))}"))
+    domain = min(max(cluster.gpu.nvlink_domain, node), world)
+    if ep > 1 and layout.strategy == "fsdp2" and not ep_group_in_domain(ep, domain, world):
+        out.append(r.EP_LEAVES_NVLINK.finding(
+            f"expert-parallel groups of {ep} consecutive ranks leave the {domain}-GPU NVLink domain; the "
+            "all-to-all then runs over the inter-node network",
+            hint=f"keep ep_size a divisor of {domain}: {listing([d for d in divisors(domain) if d > 1])}"))
+

@@ -1,0 +1,237 @@
+"""The rule registry: every legality rule, once, with its id, severity, recipe path and origin.
+
+A `Rule` is metadata; the checks that fire it live in `rules/layout.py` (what a `Layout` can say) and
+`rules/recipe.py` (what only the recipe mapping says). Ids starting with `am-` are checks AutoModel itself
+makes at start-up (their R-number from the AutoModel reference is kept in `automodel`); the others are
+checks AutoModel lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
+
+SEVERITIES = (ERROR, WARNING, NOTE)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One legality rule. `needs` names the inputs beyond the layout it needs (model, cluster, training)."""
+
+    id: str
+    severity: str
+    path: str
+    summary: str
+    automodel: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+
+    def finding(self, message: str, *, hint: str = "", automodel_message: str | None = None,
+                path: str | None = None, severity: str | None = None) -> Finding:
+        return Finding(rule=self.id, severity=severity or self.severity, path=path or self.path,
+                       message=message, hint=hint, automodel_message=automodel_message)
+
+
+RULES: dict[str, Rule] = {}
+
+
+def register(rule_id: str, severity: str, path: str, summary: str, *, automodel: tuple[str, ...] = (),
+             needs: tuple[str, ...] = ()) -> Rule:
+    """Add a rule to the registry; an id may be registered only once."""
+    if rule_id in RULES:
+        raise ValueError(f"rule {rule_id!r} registered twice")
+    if severity not in SEVERITIES:
+        raise ValueError(f"rule {rule_id!r}: unknown severity {severity!r}")
+    rule = Rule(rule_id, severity, path, summary, automodel, needs)
+    RULES[rule_id] = rule
+    return rule
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n in ascending order (hints list the valid sizes)."""
+    if n <= 0:
+        return []
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i != n // i:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
+def listing(values: list[int], limit: int = 12) -> str:
+    """'1, 2, 4, 8' (shortened with '...' past `limit` values)."""
+    shown = [str(v) for v in values[:limit]]
+    if len(values) > limit:
+        shown.append("...")
+    return ", ".join(shown) if shown else "none"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Layout rules (rules/layout.py): judged from a Layout, plus the model / cluster / training when given.
+# ---------------------------------------------------------------------------------------------------
+WORLD_DIVISIBLE = register(
+    "am-r9-world-divisible", ERROR, "distributed",
+    "with dp_size inferred, the world size must be divisible by tp·cp·pp (MegatronFSDP: tp·cp)", automodel=("R9",))
+WORLD_PRODUCT = register(
+    "mesh-world-product", ERROR, "distributed.dp_size",
+    "an explicit dp_size must make pp·dp·cp·tp equal the world size (AutoModel leaves ranks out silently)")
+HSDP_NEEDS_FSDP2 = register(
+    "am-r10-hsdp-needs-fsdp2", ERROR, "distributed.dp_replicate_size",
+    "dp_replicate_size > 1 (HSDP) needs strategy fsdp2", automodel=("R10",))
+STRATEGY_FEATURE = register(
+    "am-r11-strategy-feature", ERROR, "distributed.strategy",
+    "megatron_fsdp has no PP or EP; ddp has no TP, PP, CP or EP", automodel=("R11", "R19"))
+DP_REPLICATE_MULTIPLE = register(
+    "am-r12-dp-replicate-multiple", ERROR, "distributed.dp_replicate_size",
+    "dp must be a multiple of dp_replicate_size", automodel=("R12",))
+DP_REPLICATE_BELOW_DP = register(
+    "am-r12-dp-replicate-below-dp", ERROR, "distributed.dp_replicate_size",
+    "dp_replicate_size must be below dp (pure replication is DDP, not FSDP2)", automodel=("R12",))
+EP_DIVIDES_NON_PP = register(
+    "am-r13-ep-divides-non-pp", ERROR, "distributed.ep_size",
+    "ep must divide dp·cp·tp, the ranks of one pipeline stage", automodel=("R13",))
+UNKNOWN_OPTION = register(
+    "am-r3-unknown-option", ERROR, "distributed",
+    "a distributed key the strategy does not accept (closed key sets per strategy)", automodel=("R3",))
+MOE_TP_SEQUENCE_PARALLEL = register(
+    "am-r27-moe-tp-sequence-parallel", ERROR, "distributed.sequence_parallel",
+    "sequence_parallel is not supported on the MoE TP path (ep > 1 with tp > 1)", automodel=("R27",))
+MFSDP_AC_SKIPPED = register(
+    "mfsdp-ac-skipped", WARNING, "distributed.activation_checkpointing",
+    "MegatronFSDP skips activation checkpointing on more than one GPU")
+LBS_DIVISIBLE_BY_MBS = register(
+    "am-r31-lbs-divisible-by-mbs", ERROR, "distributed.pipeline.pp_microbatch_size",
+    "local_batch_size must be divisible by pp_microbatch_size", automodel=("R31", "R35"))
+PP_MICROBATCHES = register(
+    "am-r18-pp-microbatches", ERROR, "step_scheduler.local_batch_size",
+    "pipeline micro batches per step (local_batch_size // pp_microbatch_size) must be at least pp",
+    automodel=("R18",))
+STAGES_PER_RANK = register(
+    "am-r33-stages-per-rank", ERROR, "distributed.pipeline.pp_schedule",
+    "single-stage schedules need 1 stage per rank, multi-stage ones at least 2, V schedules exactly 2",
+    automodel=("R33", "R34"))
+MICROBATCHES_BELOW_STAGES = register(
+    "am-r35-microbatches-below-stages", WARNING, "distributed.pipeline.pp_microbatch_size",
+    "fewer pipeline micro batches than local stages leaves stages idle", automodel=("R35",))
+GBS_DIVISIBLE = register(
+    "am-r39-gbs-divisible", ERROR, "step_scheduler.global_batch_size",
+    "global_batch_size must be divisible by local_batch_size · dp", automodel=("R39",))
+MOK_WORLD = register(
+    "am-r37-mok-world", ERROR, "model.backend.dispatcher",
+    "dispatcher mok needs a world size divisible by 4", automodel=("R37",))
+TP_DIVIDES_HEADS = register(
+    "am-r24-tp-divides-heads", ERROR, "distributed.tp_size",
+    "tp must divide the attention and the key/value head counts", automodel=("R24",), needs=("model",))
+EP_NEEDS_MOE = register(
+    "am-r22-ep-needs-moe", ERROR, "distributed.ep_size",
+    "ep > 1 needs a mixture-of-experts model", automodel=("R22",), needs=("model",))
+EP_DIVIDES_EXPERTS = register(
+    "am-r26-ep-divides-experts", ERROR, "distributed.ep_size",
+    "ep must divide the number of routed experts", automodel=("R26",), needs=("model",))
+STAGES_EXCEED_LAYERS = register(
+    "am-r34-stages-exceed-layers", ERROR, "distributed.pp_size",
+    "pipeline stages (pp · stages per rank) cannot exceed the layer count", automodel=("R34",), needs=("model",))
+PP_TIED_EMBEDDINGS = register(
+    "am-r36-pp-tied-embeddings", ERROR, "distributed.pp_size",
+    "a model with tied input/output embeddings cannot be pipelined", automodel=("R36",), needs=("model",))
+CP_PACKING_SUPPORT = register(
+    "am-r20-cp-packing-support", ERROR, "distributed.cp_size",
+    "cp > 1 with packed sequences needs a model with packed-CP support (AutoModel TE attention)",
+    automodel=("R20",), needs=("model", "training"))
+PACK_DIVISIBLE_BY_2CP = register(
+    "pack-seq-divisible-by-2cp", ERROR, "packed_sequence.packed_sequence_size",
+    "with cp > 1 the packed sequence length must be divisible by 2·cp (THD context-parallel chunks)",
+    needs=("training",))
+TP_CROSSES_NODE = register(
+    "topo-tp-crosses-node", WARNING, "distributed.tp_size",
+    "tensor-parallel groups should stay inside one node", needs=("cluster",))
+EP_LEAVES_NVLINK = register(
+    "topo-ep-leaves-nvlink", WARNING, "distributed.ep_size",
+    "expert-parallel groups should stay inside one NVLink domain", needs=("cluster",))
+
+# ---------------------------------------------------------------------------------------------------
+# Recipe rules (rules/recipe.py): judged from the recipe mapping itself.
+# ---------------------------------------------------------------------------------------------------
+RECIPE_TARGET = register(
+    "am-r1-recipe-target", ERROR, "recipe", "the recipe must name its recipe class", automodel=("R1",))
+ENV_VAR = register(
+    "am-r2-env-var", ERROR, "", "every ${VAR} without a default must be set in the environment", automodel=("R2",))
+UNKNOWN_STRATEGY = register(
+    "am-r3-unknown-strategy", ERROR, "distributed.strategy",
+    "strategy must be fsdp2, megatron_fsdp (megatron-fsdp, mfsdp) or ddp", automodel=("R3",))
+PIPELINE_UNKNOWN_KEY = register(
+    "am-pipeline-unknown-key", ERROR, "distributed.pipeline", "a key PipelineConfig does not accept")
+MOE_UNKNOWN_KEY = register(
+    "am-moe-unknown-key", ERROR, "distributed.moe", "a key MoEParallelizerConfig does not accept")
+AC_VALUE = register(
+    "am-r4-ac-value", ERROR, "distributed.activation_checkpointing",
+    "activation_checkpointing must be a boolean, 'full' or 'selective'", automodel=("R4",))
+SELECTIVE_AC = register(
+    "am-r5-selective-ac", ERROR, "distributed.activation_checkpointing",
+    "selective activation checkpointing works only with fsdp2 and ddp", automodel=("R5",))
+PIPELINE_MISSING = register(
+    "am-r6-pipeline-missing", ERROR, "distributed.pp_size",
+    "pp_size > 1 needs a distributed.pipeline block", automodel=("R6",))
+PIPELINE_IGNORED = register(
+    "am-r6-pipeline-ignored", WARNING, "distributed.pipeline",
+    "a pipeline block with pp_size <= 1 is ignored", automodel=("R6",))
+AC_SCOPE = register(
+    "am-r7-ac-scope", ERROR, "distributed.activation_checkpointing_scope",
+    "activation_checkpointing_scope takes all | language | vision | audio | multimodal", automodel=("R7",))
+MULTIMODAL = register(
+    "am-r8-multimodal", ERROR, "distributed.multimodal",
+    "frozen_sharding is root | per_layer | replicate; frame_sharding.mesh_dims must be [cp]", automodel=("R8",))
+DTYPE_STRING = register(
+    "am-dtype-string", ERROR, "distributed.mp_policy", "dtype strings must be ones torch knows (bf16, not fp32)")
+SCHEDULE_NAME = register(
+    "am-r32-schedule-name", ERROR, "distributed.pipeline.pp_schedule",
+    "pp_schedule must be a torch schedule name", automodel=("R31", "R32"))
+VIRTUAL_STAGES = register(
+    "am-r33-virtual-stages", ERROR, "distributed.pipeline.layers_per_stage",
+    "layers_per_stage must give a stage count divisible by pp (or set round_virtual_stages_to_pp_multiple)",
+    automodel=("R33",), needs=("model",))
+ASYNC_TP_NEEDS_SP = register(
+    "am-r23-async-tp-needs-sp", ERROR, "distributed.enable_async_tensor_parallel",
+    "enable_async_tensor_parallel needs sequence_parallel on the dense TP path", automodel=("R23",))
+MOE_ASYNC_TP = register(
+    "am-r27-moe-async-tp", ERROR, "distributed.enable_async_tensor_parallel",
+    "enable_async_tensor_parallel is not supported on the MoE TP path (ep > 1 with tp > 1)", automodel=("R27",))
+EMBEDDING_REPAIR_PP = register(
+    "am-r21-embedding-repair-pp", ERROR, "embedding_row_repair",
+    "embedding_row_repair does not work with pipeline parallelism", automodel=("R21",))
+TE_FP8_BACKEND = register(
+    "am-r38-te-fp8", ERROR, "model.backend.te_fp8",
+    "te_fp8 needs linear: te or experts: te", automodel=("R38",))
+CUDA_GRAPH = register(
+    "am-r38-cuda-graph", ERROR, "model.backend.cuda_graph.modules",
+    "cuda_graph.modules entries and their backend requirements", automodel=("R38",))
+MOK_CONFIG = register(
+    "am-r38-mok-config", ERROR, "model.backend.mok",
+    "MoK SM counts positive and even; minibatch a multiple of 256; macrobatch of minibatch; chunk bytes of 16",
+    automodel=("R38",))
+STEP_SCHEDULER_POSITIVE = register(
+    "am-r39-step-scheduler-positive", ERROR, "step_scheduler",
+    "step_scheduler batch sizes and step counts must be positive", automodel=("R39",))
+PACKING_STRATEGY = register(
+    "am-r40-packing-strategy", ERROR, "packed_sequence.packing_strategy",
+    "packing_strategy is thd, neat or a dotted path", automodel=("R40",))
+CHECKPOINT = register(
+    "am-r41-checkpoint", ERROR, "checkpoint", "CheckpointingConfig value checks", automodel=("R41",))
+DIST_ENV_TIMEOUT = register(
+    "dist-env-timeout", WARNING, "dist_env.timeout_minutes",
+    "multi-node runs need dist_env.timeout_minutes well above AutoModel's 1-minute default")
+DDP_DP_SIZE_IGNORED = register(
+    "ddp-dp-size-ignored", WARNING, "distributed.dp_size", "ddp ignores dp_size and uses every rank")
+SCHEMA = register(
+    "schema", ERROR, "", "the recipe breaks schemas/automodel-recipe.schema.json")
+
+# ---------------------------------------------------------------------------------------------------
+# validate.py: cost model and what could not be judged.
+# ---------------------------------------------------------------------------------------------------
+MEMORY_FIT = register(
+    "memory-fit", ERROR, "distributed", "the estimated peak memory must fit the GPU", needs=("model", "cluster"))
+SKIPPED = register("skipped", NOTE, "", "a check that could not be judged, and why")

@@ -1,0 +1,1 @@
+"""Compilation targets: each writes a recipe from a Layout and reads a Layout back (they round-trip)."""

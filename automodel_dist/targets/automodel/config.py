@@ -1,0 +1,140 @@
+"""AutoModel's config-loading semantics, mirrored so recipes read here as they read at start-up.
+
+AutoModel (`components/config/loader.py`) resolves `${VAR}` / `${VAR,default}` / `${oc.env:VAR,default}` /
+`$VAR` inside strings, then passes every string through `translate_value` (`"none"` -> None, `"4"` -> 4,
+`"[1,2]"` -> a list). `_target_` and `*_fn` strings are imported instead. Strategy names are matched
+case-insensitively. Reading a recipe any other way would reject recipes AutoModel accepts.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from automodel_dist.errors import InputError
+from automodel_dist.yamlio import PathKey, join_path, to_plain
+
+_SPECIAL = {"none": None, "None": None, "true": True, "True": True, "false": False, "False": False}
+_BRACED = re.compile(r"\$\{([^}]+)\}")
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+
+STRATEGY_NAMES = {"fsdp2": "fsdp2", "megatron_fsdp": "megatron_fsdp", "megatron-fsdp": "megatron_fsdp",
+                  "mfsdp": "megatron_fsdp", "ddp": "ddp"}
+AC_FALSE = frozenset({"false", "off", "none", "disabled", "no"})
+AC_TRUE = frozenset({"true", "on", "full", "enabled", "yes"})
+AC_MESSAGE = "distributed.activation_checkpointing must be a boolean or one of 'full', 'selective', 'false'."
+
+
+@dataclass(frozen=True)
+class MissingEnvVar:
+    """A `${VAR}` with no default whose variable is not set (AutoModel raises KeyError at load)."""
+
+    path: PathKey
+    name: str
+    token: str
+
+    @property
+    def automodel_message(self) -> str:
+        return f"Environment variable '{self.name}' is not set (required by '{self.token}')."
+
+
+def translate_value(value: Any) -> Any:
+    """AutoModel's `translate_value`: special words, then `ast.literal_eval`, else the string itself."""
+    if not isinstance(value, str):
+        return value
+    if value in _SPECIAL:
+        return _SPECIAL[value]
+    if len(value) > 1000:
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+
+
+def _resolve_string(text: str, path: PathKey, environ: Mapping[str, str],
+                    missing: list[MissingEnvVar]) -> str | None:
+    if "$" not in text:
+        return text
+
+    def lookup(name: str, default: str | None, token: str) -> str:
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        missing.append(MissingEnvVar(path, name, token))
+        return ""
+
+    def braced(match: re.Match[str]) -> str:
+        expr = match.group(1).strip()
+        if expr.startswith("oc.env:"):
+            expr = expr[len("oc.env:"):].strip()
+        name, default = (part.strip() for part in expr.split(",", 1)) if "," in expr else (expr, None)
+        return lookup(name, default, match.group(0))
+
+    before = len(missing)
+    resolved = _DOLLAR.sub(lambda m: lookup(m.group(1), None, m.group(0)), _BRACED.sub(braced, text))
+    if len(missing) > before and not resolved.strip():
+        return None  # the value was only an unset variable: judge the recipe with the key's default
+    return resolved
+
+
+def resolve_config(data: Any, environ: Mapping[str, str] | None = None) -> tuple[Any, list[MissingEnvVar]]:
+    """Plain copy of `data` with env vars resolved and values translated as AutoModel does.
+
+    Unset variables without a default are returned, not raised, so `validate` can report them and go on.
+    """
+    env = os.environ if environ is None else environ
+    missing: list[MissingEnvVar] = []
+
+    def walk(value: Any, path: PathKey, key: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: walk(v, (*path, k), k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, (*path, i), "") for i, v in enumerate(value)]
+        if isinstance(value, str):
+            value = _resolve_string(value, path, env, missing)
+            if isinstance(key, str) and (key == "_target_" or key.endswith("_fn")):
+                return value
+            return translate_value(value)
+        return value
+
+    return walk(to_plain(data), (), None), missing
+
+
+def load_config(data: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """`resolve_config`, but an unset variable is an input error (what AutoModel's loader does)."""
+    config, missing = resolve_config(data, environ)
+    if missing:
+        first = missing[0]
+        raise InputError(first.automodel_message, where=join_path(first.path) or None,
+                         hint=f"export {first.name}=... or give a default: ${{{first.name},VALUE}}")
+    return config
+
+
+def canonical_strategy(value: Any) -> str | None:
+    """'FSDP2' -> 'fsdp2', 'mfsdp' -> 'megatron_fsdp'; None for anything AutoModel would reject."""
+    if not isinstance(value, str):
+        return None
+    return STRATEGY_NAMES.get(value.lower())
+
+
+def normalize_activation_checkpointing(value: Any) -> bool | str:
+    """AutoModel's `_normalize_activation_checkpointing`: a bool or 'selective'; ValueError otherwise."""
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.lower().replace("-", "_")
+        if word in AC_FALSE:
+            return False
+        if word in AC_TRUE:
+            return True
+        if word == "selective":
+            return "selective"
+    raise ValueError(AC_MESSAGE)
