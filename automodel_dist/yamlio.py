@@ -14,6 +14,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from automodel_dist.errors import InputError
 
@@ -149,10 +150,24 @@ def to_plain(value: Any) -> Any:
     return value
 
 
-def dump_yaml(data: Any) -> str:
-    """Round-trip dump: comments and key order of a loaded document are kept."""
+class _ExplicitNullRepresenter(RoundTripRepresenter):
+    """Writes None as `null` (the default round-trip representer leaves the value empty)."""
+
+
+_ExplicitNullRepresenter.add_representer(
+    type(None), lambda rep, _data: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+
+
+def dump_yaml(data: Any, *, explicit_null: bool = False) -> str:
+    """Round-trip dump: comments and key order of a loaded document are kept.
+
+    `explicit_null` writes None as `null` (not an empty value), as generated recipes want it said.
+    """
     stream = io.StringIO()
-    _round_trip_yaml().dump(data, stream)
+    yaml = _round_trip_yaml()
+    if explicit_null:
+        yaml.Representer = _ExplicitNullRepresenter
+    yaml.dump(data, stream)
     return stream.getvalue()
 
 

@@ -1,0 +1,194 @@
+"""Nothing fits: the closest layouts, and what would make one fit, each found by re-planning a variation.
+
+Every suggestion is computed by searching the varied problem (more GPUs, activation checkpointing, a
+smaller local batch, a shorter sequence, a larger GPU, fewer pins), never written from a template.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec
+from automodel_dist.errors import InfeasibleError
+from automodel_dist.planner import (
+    Candidate,
+    Checker,
+    Estimator,
+    Search,
+    distinct_structures,
+    memory_limit_gib,
+    search,
+    simplicity,
+)
+from automodel_dist.problem import Pins, Problem
+
+CLOSEST_SHOWN = 5
+MAX_NODES = 1024
+SEQ_STEP = 1024
+
+Attempt = Callable[[Problem], Candidate | None]
+
+
+def largest_parts(memory: dict[str, float], n: int = 3) -> str:
+    parts = sorted(memory.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return ", ".join(f"{name} {gib:.1f}" for name, gib in parts)
+
+
+def _attempt_with(check: Checker, estimate: Estimator) -> Attempt:
+    def attempt(problem: Problem) -> Candidate | None:
+        found = search(problem, check=check, estimate=estimate, first_fit=True).fitting
+        return found[0] if found else None
+
+    return attempt
+
+
+def _example(c: Candidate) -> str:
+    return f"e.g. {c.layout.short()} at {c.estimate.memory_gib:.1f} GiB"
+
+
+def _more_gpus(problem: Problem, attempt: Attempt) -> str | None:
+    cluster = problem.cluster
+    preset_gpn = cluster.gpu.gpus_per_node
+    shapes: list[tuple[int, int]] = []
+    gpn = cluster.gpus_per_node * 2
+    while cluster.nodes == 1 and gpn <= preset_gpn:
+        shapes.append((1, gpn))
+        gpn *= 2
+    full_gpn = max(cluster.gpus_per_node, preset_gpn if cluster.nodes == 1 else cluster.gpus_per_node)
+    node_counts = sorted({cluster.nodes * 2 ** i for i in range(1, 11)} | {2 ** j for j in range(11)})
+    shapes += [(n, full_gpn) for n in node_counts if n > cluster.nodes and n <= MAX_NODES]
+    for nodes, per_node in shapes:
+        varied = replace(problem, cluster=ClusterSpec(gpu=cluster.gpu, nodes=nodes, gpus_per_node=per_node))
+        found = attempt(varied)
+        if found:
+            return (f"more GPUs: {nodes} node(s) × {per_node} ({nodes * per_node} GPUs) instead of "
+                    f"{cluster.nodes} × {cluster.gpus_per_node}; {_example(found)}")
+    return None
+
+
+def _activation_checkpointing(problem: Problem, attempt: Attempt) -> str | None:
+    allowed = problem.pins.activation_checkpointing
+    if allowed is None or True in allowed:
+        return None  # already tried
+    found = attempt(replace(problem, pins=replace(problem.pins, activation_checkpointing=(True,))))
+    if found:
+        return f"activation checkpointing (parallelism.activation_checkpointing: true); {_example(found)}"
+    return None
+
+
+def _smaller_local_batch(problem: Problem, attempt: Attempt) -> str | None:
+    pins = problem.pins
+    smallest = min(pins.local_batch_size or (1,))
+    micro = min(pins.micro_batch_size or (1,))
+    if smallest <= 1 and micro <= 1:
+        return None  # local batch 1 was already tried
+    size = max(smallest, micro) // 2
+    while size >= 1:
+        varied = replace(pins, local_batch_size=None if pins.local_batch_size is None else (size,),
+                         micro_batch_size=None if pins.micro_batch_size is None else (min(size, micro),))
+        found = attempt(replace(problem, pins=varied))
+        if found:
+            return (f"a smaller local batch: local_batch_size {found.layout.local_batch_size} "
+                    f"(micro batch {found.layout.micro_batch_size}); {_example(found)}")
+        size //= 2
+    return None
+
+
+def _with_seq(problem: Problem, seq: int) -> Problem:
+    return replace(problem, training=replace(problem.training, seq_length=seq))
+
+
+def _shorter_sequence(problem: Problem, attempt: Attempt) -> str | None:
+    seq = problem.training.seq_length
+    step = SEQ_STEP if seq > 2 * SEQ_STEP else max(seq // 8, 64)
+    fail, ok, found = seq, None, None
+    trial = (seq // 2) // step * step
+    while trial >= step:
+        found = attempt(_with_seq(problem, trial))
+        if found:
+            ok = trial
+            break
+        fail, trial = trial, (trial // 2) // step * step
+    if ok is None or found is None:
+        return None
+    lo, hi = ok // step, fail // step  # largest multiple of `step` that fits, by bisection
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        better = attempt(_with_seq(problem, mid * step))
+        if better:
+            lo, found = mid, better
+        else:
+            hi = mid
+    return f"a shorter sequence: seq_length {lo * step} is the longest that fits (was {seq}); {_example(found)}"
+
+
+def _larger_gpu(problem: Problem, attempt: Attempt) -> str | None:
+    from automodel_dist.catalog.hardware import get_gpu, list_gpus
+
+    current = problem.cluster.gpu
+    presets = [g if isinstance(g, GpuSpec) else get_gpu(g) for g in list_gpus()]
+    world = problem.cluster.world_size
+    for gpu in sorted(presets, key=lambda g: (g.hbm_gib, g.name)):
+        if gpu.hbm_gib <= current.hbm_gib:
+            continue
+        per_node = min(gpu.gpus_per_node, world)
+        cluster = ClusterSpec(gpu=gpu, nodes=math.ceil(world / per_node), gpus_per_node=per_node)
+        found = attempt(replace(problem, cluster=cluster))
+        if found:
+            return (f"a larger GPU: {gpu.name} ({gpu.hbm_gib:g} GiB), {cluster.nodes} × {per_node}; "
+                    f"{_example(found)}")
+    return None
+
+
+def _fewer_pins(problem: Problem, attempt: Attempt) -> str | None:
+    if problem.pins == Pins():
+        return None
+    found = attempt(replace(problem, pins=Pins()))
+    if found:
+        return f"drop the parallelism pins (let the planner choose); {_example(found)}"
+    return None
+
+
+SUGGESTERS = (_more_gpus, _activation_checkpointing, _smaller_local_batch, _shorter_sequence, _larger_gpu,
+              _fewer_pins)
+
+
+def suggestions(problem: Problem, check: Checker, estimate: Estimator) -> list[str]:
+    attempt = _attempt_with(check, estimate)
+    return [s for suggest in SUGGESTERS if (s := suggest(problem, attempt))]
+
+
+def closest(result: Search) -> list[Candidate]:
+    gpn = result.problem.cluster.gpus_per_node
+    ordered = sorted(result.candidates, key=lambda c: (c.estimate.memory_gib, simplicity(c.layout, gpn)))
+    return distinct_structures(ordered)[:CLOSEST_SHOWN]
+
+
+def infeasible_error(result: Search, *, check: Checker, estimate: Estimator) -> InfeasibleError:
+    problem = result.problem
+    cluster = problem.cluster
+    near = closest(result)
+    hints = suggestions(problem, check, estimate)
+    dropped = sum(result.pruned.values())
+    lines = [f"no layout fits: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "
+             f"{cluster.gpu.name} ({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB HBM, "
+             f"{problem.memory_headroom:.0%} kept free); {result.considered} layouts considered, "
+             f"{len(result.candidates)} estimated, none fits"]
+    if near:
+        lines.append("closest layouts (peak memory of the most loaded rank):")
+        for c in near:
+            est = c.estimate
+            lines.append(f"  {c.layout.short()}: {est.memory_gib:.1f} GiB > {memory_limit_gib(problem, est):.1f} "
+                         f"GiB limit ({largest_parts(est.memory)})")
+    if dropped:
+        lines.append("rules that dropped layouts:")
+        lines += [f"  {rule}: {n} ({result.reasons.get(rule, '')})" for rule, n in sorted(result.pruned.items())]
+    if hints:
+        lines.append("what would make one fit:")
+        lines += [f"  - {h}" for h in hints]
+    else:
+        lines.append("nothing tried makes it fit: more GPUs (up to 1024 nodes), activation checkpointing, a "
+                     "smaller local batch, a shorter sequence and every larger GPU preset were searched")
+    return InfeasibleError("\n".join(lines), closest=near, suggestions=hints)

@@ -1,0 +1,346 @@
+"""Planner: enumerate every layout the world size admits, drop what breaks a rule, estimate the rest, rank.
+
+The search is exhaustive over a bounded discrete space (strategy, tp, pp, vpp, cp, ep, HSDP replication,
+activation checkpointing, local batch, pipeline micro batch). Sizes are generated so that they tile the
+world (tp·cp·pp divides it, ep divides dp·cp·tp, the batch split divides the global batch); everything
+generated still goes through the shared rules (`rules.check_layout`), so the compiler can never emit what
+`validate` rejects and the pruning counts are the rules' own.
+
+Two shortcuts keep it fast without changing the answer: a layout whose rule errors do not involve the
+batch split is checked once (with its smallest batch), and batch variants stop at the first one that does
+not fit, because peak memory only grows with the micro batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import product
+
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
+from automodel_dist.findings import ERROR, Finding
+from automodel_dist.layout import STRATEGIES, Layout
+from automodel_dist.pipeline_stages import virtual_stage_options
+from automodel_dist.problem import Problem
+
+Checker = Callable[..., list[Finding]]
+Estimator = Callable[[Problem, Layout], Estimate]
+
+MIN_CP_TOKENS = 1024      # below this many tokens per CP rank the attention kernels starve (and nobody does it)
+MAX_VPP = 8               # stages per pp rank explored for interleaved schedules
+THROUGHPUT_TIE = 0.01     # throughputs within 1% are a tie, broken toward the simpler layout
+ALTERNATIVES_KEPT = 100   # runner-up layouts (one per distinct structure) kept on a Plan
+BATCH_PATHS = ("step_scheduler.", "distributed.pipeline.pp_microbatch_size")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A layout that passed every rule, with what the cost model says about it."""
+
+    layout: Layout
+    estimate: Estimate
+
+
+@dataclass
+class Plan:
+    """The winner, the runners-up (best first), and how many generated layouts each rule dropped."""
+
+    best: Candidate
+    alternatives: list[Candidate]
+    pruned: dict[str, int]
+    considered: int
+    reasons: dict[str, str] = field(default_factory=dict)
+    feasible: int = 0
+
+
+@dataclass
+class Search:
+    """Everything one enumeration saw: estimated candidates (fitting or not) and the rule drops."""
+
+    problem: Problem
+    candidates: list[Candidate] = field(default_factory=list)
+    pruned: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    considered: int = 0
+
+    @property
+    def fitting(self) -> list[Candidate]:
+        return [c for c in self.candidates if fits(self.problem, c.estimate)]
+
+
+def memory_limit_gib(problem: Problem, estimate: Estimate) -> float:
+    return estimate.hbm_gib * (1.0 - problem.memory_headroom)
+
+
+def fits(problem: Problem, estimate: Estimate) -> bool:
+    """Fits with the intent's headroom kept free."""
+    return estimate.fits and estimate.memory_gib <= memory_limit_gib(problem, estimate)
+
+
+def _default_checker() -> Checker:
+    from automodel_dist.rules import check_layout
+
+    return check_layout
+
+
+def _default_estimator() -> Estimator:
+    from automodel_dist.cost.model import estimate_layout
+
+    return estimate_layout
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else []
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    values, v = [], 1
+    while v <= limit:
+        values.append(v)
+        v *= 2
+    return values
+
+
+def _pinned(allowed: tuple | None, natural: Iterable) -> list:
+    return sorted(allowed) if allowed is not None else list(natural)
+
+
+class _Enumerator:
+    """One pass over the space for one problem; records drops, estimates and the count considered."""
+
+    def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool) -> None:
+        self.p = problem
+        self.check = check
+        self.estimate = estimate
+        self.first_fit = first_fit
+        self.search = Search(problem)
+        self.found_fit = False
+        model, cluster = problem.model, problem.cluster
+        self.W = cluster.world_size
+        self.nvl = cluster.nvlink_domain
+        self.gpn = cluster.gpus_per_node
+        self.dispatchers: dict[int, str | None] = {}
+        self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training}
+        self.divisor_cache: dict[int, list[int]] = {}
+
+    def divisors(self, n: int) -> list[int]:
+        if n not in self.divisor_cache:
+            self.divisor_cache[n] = _divisors(n)
+        return self.divisor_cache[n]
+
+    # -- the natural domain of each dimension -------------------------------------------------------------
+    def tps(self, strategy: str) -> list[int]:
+        natural = [1] if strategy == "ddp" else [d for d in self.divisors(self.W) if d <= self.nvl]
+        return _pinned(self.p.pins.tp, natural)
+
+    def pps(self, strategy: str, tp: int) -> list[int]:
+        layers = self.p.model.num_layers
+        natural = [d for d in self.divisors(self.W // tp) if d <= layers] if strategy == "fsdp2" else [1]
+        return _pinned(self.p.pins.pp, natural)
+
+    def cps(self, strategy: str, tp: int, pp: int) -> list[int]:
+        seq = self.p.training.seq_length
+        if strategy == "ddp":
+            natural = [1]
+        else:
+            natural = [c for c in self.divisors(self.W // (tp * pp))
+                       if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_TOKENS)]
+        return _pinned(self.p.pins.cp, natural)
+
+    def eps(self, strategy: str, pp: int) -> list[int]:
+        model = self.p.model
+        if strategy == "fsdp2" and model.is_moe:
+            natural = [e for e in self.divisors(self.W // pp) if e <= model.num_routed_experts]
+        else:
+            natural = [1]
+        return _pinned(self.p.pins.ep, natural)
+
+    def dprs(self, strategy: str, tp: int, cp: int, dp: int) -> list[int]:
+        """1 (shard across all of dp), or shard within a node / NVLink domain and replicate across."""
+        natural = {1}
+        if strategy == "fsdp2":
+            for domain in (self.gpn, self.nvl):
+                if domain % (tp * cp) == 0:
+                    shard = domain // (tp * cp)
+                    if shard >= 2 and dp % shard == 0 and dp // shard > 1:
+                        natural.add(dp // shard)
+        return _pinned(self.p.pins.dp_replicate, sorted(natural))
+
+    def vpps(self, pp: int) -> list[int]:
+        pins = self.p.pins.vpp
+        if pp == 1:
+            return [1] if pins is None or 1 in pins else sorted(pins)
+        natural = [1, *virtual_stage_options(self.p.model.num_layers, pp, MAX_VPP)]
+        return _pinned(pins, natural)
+
+    def acs(self, strategy: str) -> list[bool]:
+        # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
+        natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [False, True]
+        return _pinned(self.p.pins.activation_checkpointing, natural)
+
+    def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
+        """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both."""
+        pins = self.p.pins
+        gbs = self.p.training.global_batch_size
+        lbs_all = [b for b in _pinned(pins.local_batch_size, _powers_of_two(gbs)) if dp > 0 and gbs % (b * dp) == 0]
+        if pp == 1:
+            lbs_all = [b for b in lbs_all if pins.allows("micro_batch_size", b)]
+            return [(b, [b]) for b in lbs_all]
+        out = []
+        for mbs in _pinned(pins.micro_batch_size, _powers_of_two(max(lbs_all, default=0))):
+            lbs = [b for b in lbs_all if b % mbs == 0 and b // mbs >= pp]
+            if lbs:
+                out.append((mbs, lbs))
+        return out
+
+    def dispatcher(self, ep: int) -> str | None:
+        if ep not in self.dispatchers:
+            self.dispatchers[ep] = choose_dispatcher(self.p.model, self.p.cluster, ep).name
+        return self.dispatchers[ep]
+
+    # -- the walk ---------------------------------------------------------------------------------------
+    def structures(self) -> Iterator[tuple[Layout, int]]:
+        """Every (layout without its batch split, dp) the world size admits, in a fixed order."""
+        model, training = self.p.model, self.p.training
+        for strategy in _pinned(self.p.pins.strategy, STRATEGIES):
+            for tp in self.tps(strategy):
+                for pp in self.pps(strategy, tp):
+                    for cp in self.cps(strategy, tp, pp):
+                        denom = tp * cp * (1 if strategy == "megatron_fsdp" else pp)
+                        dp = self.W if strategy == "ddp" else self.W // denom
+                        for ep, dpr, vpp, ac in product(self.eps(strategy, pp), self.dprs(strategy, tp, cp, dp),
+                                                        self.vpps(pp), self.acs(strategy)):
+                            schedule = None if pp == 1 else ("interleaved1f1b" if vpp > 1 else "1f1b")
+                            yield Layout(
+                                world_size=self.W, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
+                                dp_replicate=dpr, vpp=vpp, pp_schedule=schedule, activation_checkpointing=ac,
+                                sequence_parallel=strategy == "fsdp2" and tp > 1 and not model.is_moe,
+                                global_batch_size=training.global_batch_size,
+                                dispatcher=self.dispatcher(ep)), dp
+
+    def run(self) -> Search:
+        for base, dp in self.structures():
+            self.walk_batches(base, base.pp, dp)
+            if self.first_fit and self.found_fit:
+                break
+        return self.search
+
+    def walk_batches(self, base: Layout, pp: int, dp: int) -> None:
+        batches = self.batches(pp, dp)
+        if not batches:  # no batch split divides the global batch: let the rules say so
+            self.judge(base.with_(local_batch_size=1, micro_batch_size=1))
+            return
+        for mbs, lbs_list in batches:
+            first = True
+            for lbs in lbs_list:
+                verdict = self.judge(base.with_(local_batch_size=lbs, micro_batch_size=mbs))
+                if verdict == "structural":
+                    return
+                if verdict == "too-big":
+                    if first:
+                        return  # a larger micro batch only needs more memory
+                    break
+                first = first and verdict != "fits"
+
+    def judge(self, layout: Layout) -> str:
+        """'structural' | 'batch' (a rule broke) | 'too-big' | 'fits'."""
+        self.search.considered += 1
+        errors = [f for f in self.check(layout, **self.rule_kwargs) if f.severity == ERROR]
+        if errors:
+            for rule in dict.fromkeys(f.rule for f in errors):
+                self.search.pruned[rule] = self.search.pruned.get(rule, 0) + 1
+                if rule not in self.search.reasons:
+                    self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
+            batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
+            return "batch" if batch else "structural"
+        est = self.estimate(self.p, layout)
+        self.search.candidates.append(Candidate(layout, est))
+        if fits(self.p, est):
+            self.found_fit = True
+            return "fits"
+        return "too-big"
+
+
+def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
+           first_fit: bool = False) -> Search:
+    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits."""
+    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit).run()
+
+
+# -- ranking ----------------------------------------------------------------------------------------------
+def structure(layout: Layout) -> tuple:
+    """What makes two layouts different beyond their batch split."""
+    return (layout.strategy, layout.tp, layout.pp, layout.vpp, layout.cp, layout.ep, layout.dp_replicate,
+            layout.activation_checkpointing)
+
+
+def groups_leaving_node(layout: Layout, gpus_per_node: int) -> int:
+    """How many of the TP, TP·CP and EP groups span more than one node."""
+    return sum(not ep_group_in_domain(size, gpus_per_node, layout.world_size)
+               for size in (layout.tp, layout.tp * layout.cp, layout.ep) if size > 1)
+
+
+def simplicity(layout: Layout, gpus_per_node: int) -> tuple:
+    """Smaller is simpler: fewer parallel dimensions > 1, groups inside a node, the default strategy."""
+    dims = sum(x > 1 for x in (layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate, layout.vpp))
+    return (dims, groups_leaving_node(layout, gpus_per_node), STRATEGIES.index(layout.strategy)
+            if layout.strategy in STRATEGIES else len(STRATEGIES), layout.tp, layout.pp, layout.vpp, layout.cp,
+            layout.ep, layout.dp_replicate, layout.activation_checkpointing)
+
+
+def _throughput_bucket(tokens_per_s: float) -> int:
+    if tokens_per_s <= 0:
+        return 0
+    return -math.floor(math.log(tokens_per_s) / math.log1p(THROUGHPUT_TIE))
+
+
+def rank_key(problem: Problem, candidate: Candidate) -> tuple:
+    layout, est = candidate.layout, candidate.estimate
+    simple = simplicity(layout, problem.cluster.gpus_per_node)
+    batch = (layout.local_batch_size, layout.micro_batch_size)
+    if problem.objective == "memory":
+        return (round(est.memory_gib, 2), _throughput_bucket(est.tokens_per_s_per_gpu), simple, batch)
+    return (_throughput_bucket(est.tokens_per_s_per_gpu), simple, -est.tokens_per_s_per_gpu, batch)
+
+
+def rank(problem: Problem, candidates: Sequence[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: rank_key(problem, c))
+
+
+def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """The first (best) candidate of each structure, order kept."""
+    seen: set[tuple] = set()
+    out = []
+    for c in candidates:
+        key = structure(c.layout)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None) -> Plan:
+    """The best layout for the objective, the runners-up, and what the rules pruned.
+
+    Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
+    """
+    check = check or _default_checker()
+    estimate = estimate or _default_estimator()
+    result = search(problem, check=check, estimate=estimate)
+    ranked = rank(problem, result.fitting)
+    if not ranked:
+        from automodel_dist.infeasible import infeasible_error
+
+        raise infeasible_error(result, check=check, estimate=estimate)
+    best = ranked[0]
+    runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
+    return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
+                considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked))
+
+
+def with_cluster_nodes(problem: Problem, nodes: int) -> Problem:
+    return replace(problem, cluster=replace(problem.cluster, nodes=nodes))
+
+

@@ -1,0 +1,424 @@
+"""AutoModel target, writing side: a `Layout` (and its estimate) becomes a runnable recipe YAML.
+
+Every value the planner chose carries a short end-of-line comment saying why; the header gives the
+predicted peak memory and throughput and the `$schema` line for editors. With a base recipe the layout
+is merged into it (ruamel round trip: its comments and key order stay); a base value that contradicts a
+pin of the intent is an InputError naming both places. `parse_recipe(emit(layout)) == layout` is a test.
+
+Recipe facts used here are in reference/automodel.md: §3 (`distributed:` keys per strategy, `pipeline:`
+and `moe:` blocks, torch schedule names, `dp_size: null`), §6 (`model.backend`), §7 (batch keys),
+§8.2/§10.13 (`dist_env.timeout_minutes` defaults to 1 minute).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
+from automodel_dist.errors import InputError
+from automodel_dist.layout import Layout
+from automodel_dist.pipeline_stages import layers_per_stage
+from automodel_dist.problem import Problem
+from automodel_dist.yamlio import Document, dump_yaml, load_document, to_plain
+
+DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
+RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
+MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
+BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
+MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
+
+# Keys each strategy's constructor accepts (reference/automodel.md §3.2-3.3, §10.1). A base recipe's
+# `distributed:` keeps its own keys only when the chosen strategy accepts them.
+COMMON_KEYS = ("strategy", "tp_size", "pp_size", "cp_size", "ep_size", "dp_size", "dp_replicate_size",
+               "pipeline", "moe", "activation_checkpointing", "_target_", "_recursive_", "_convert_")
+STRATEGY_KEYS = {
+    "fsdp2": ("sequence_parallel", "tp_plan", "patch_is_packed_sequence", "mp_policy", "offload_policy",
+              "autocast_dtype", "activation_checkpointing_scope", "defer_fsdp_grad_sync",
+              "reshard_after_forward", "enable_async_tensor_parallel", "enable_compile", "enable_fsdp2_prefetch",
+              "fsdp2_backward_prefetch_depth", "fsdp2_forward_prefetch_depth", "multimodal"),
+    "megatron_fsdp": ("megatron_fsdp_unit_modules", "zero_dp_strategy", "init_fsdp_with_meta_device",
+                      "grad_reduce_in_fp32", "preserve_fp32_weights", "overlap_grad_reduce",
+                      "overlap_param_gather", "check_for_nan_in_grad", "report_nan_in_param_grad",
+                      "average_in_collective", "disable_bucketing", "calculate_per_token_loss",
+                      "keep_fp8_transpose_cache", "nccl_ub", "fsdp_double_buffer"),
+    "ddp": ("activation_checkpointing_scope", "broadcast_buffers", "find_unused_parameters", "static_graph",
+            "bucket_cap_mb", "gradient_as_bucket_view", "autocast_dtype"),
+}
+LAYOUT_KEYS = ("strategy", "dp_size", "tp_size", "pp_size", "cp_size", "ep_size", "dp_replicate_size",
+               "sequence_parallel", "activation_checkpointing", "pipeline", "moe")
+STRATEGY_ALIASES = {"megatron-fsdp": "megatron_fsdp", "mfsdp": "megatron_fsdp"}
+
+# Where each intent pin lands in the recipe (for base-recipe contradictions).
+PIN_PATHS = {
+    "strategy": "distributed.strategy",
+    "tp": "distributed.tp_size",
+    "pp": "distributed.pp_size",
+    "cp": "distributed.cp_size",
+    "ep": "distributed.ep_size",
+    "dp_replicate": "distributed.dp_replicate_size",
+    "activation_checkpointing": "distributed.activation_checkpointing",
+    "local_batch_size": "step_scheduler.local_batch_size",
+    "micro_batch_size": "distributed.pipeline.pp_microbatch_size",
+}
+SIZE_PINS = ("tp", "pp", "cp", "ep", "dp_replicate")
+AC_TRUE = ("true", "on", "full", "enabled", "yes", "selective")
+
+PinWhere = Callable[[str], str]
+
+
+class _Section:
+    """A CommentedMap being filled: `put(key, value, why)` writes the value and its reason."""
+
+    def __init__(self, data: CommentedMap | None = None) -> None:
+        self.data = CommentedMap() if data is None else data
+
+    def put(self, key: str, value: Any, why: str | None = None) -> _Section:
+        self.data[key] = value.data if isinstance(value, _Section) else value
+        if why:
+            self.data.yaml_add_eol_comment(why, key)
+        return self
+
+
+def _pinned(problem: Problem, name: str) -> bool:
+    allowed = getattr(problem.pins, name)
+    return allowed is not None and len(allowed) == 1
+
+
+def _why(problem: Problem, name: str, reason: str) -> str:
+    return f"pinned by the intent; {reason}" if _pinned(problem, name) else reason
+
+
+# -- the sections -----------------------------------------------------------------------------------------
+def timeout_minutes(problem: Problem, layout: Layout) -> tuple[int, str]:
+    """dist_env.timeout_minutes: AutoModel's default of 1 minute is too short for real start-ups."""
+    cluster, model = problem.cluster, problem.model
+    if cluster.world_size >= 512:
+        return 60, f"{cluster.world_size} ranks: start-up and first checkpoint load take long (default is 1)"
+    if model.is_moe and cluster.nodes > 1:
+        return 30, "multi-node MoE: expert all-to-all set-up and large checkpoint loads (default is 1)"
+    if cluster.nodes > 1:
+        return 20, "multi-node: rendezvous and checkpoint load across nodes (default is 1)"
+    return 10, "single node; AutoModel's default of 1 minute is too short for checkpoint loading"
+
+
+def _distributed(problem: Problem, layout: Layout) -> _Section:
+    model, cluster, training = problem.model, problem.cluster, problem.training
+    d = _Section()
+    d.put("strategy", layout.strategy, _why(problem, "strategy", {
+        "fsdp2": "FSDP2: shards parameters, gradients and optimizer state; the only strategy with PP, EP and HSDP",
+        "megatron_fsdp": "MegatronFSDP: sharded data parallel with TP/CP only",
+        "ddp": "the model and its optimizer state fit replicated on every GPU: plain data parallel",
+    }[layout.strategy]))
+    d.put("dp_size", None, f"inferred by AutoModel as the ranks left over: dp = {layout.dp}")
+    if layout.strategy == "ddp":
+        _put_ac(problem, d, layout)
+        return d
+    d.put("tp_size", layout.tp, _why(problem, "tp", _tp_reason(layout, cluster.nvlink_domain)))
+    if layout.strategy == "fsdp2":
+        d.put("pp_size", layout.pp, _why(problem, "pp", _pp_reason(layout, model.num_layers)))
+    d.put("cp_size", layout.cp, _why(problem, "cp", _cp_reason(layout, training.seq_length)))
+    if layout.strategy == "fsdp2":
+        if model.is_moe:
+            d.put("ep_size", layout.ep, _why(problem, "ep", _ep_reason(layout, model.num_routed_experts,
+                                                                           cluster)))
+        d.put("dp_replicate_size", layout.dp_replicate, _why(problem, "dp_replicate", _hsdp_reason(layout)))
+        d.put("sequence_parallel", layout.sequence_parallel, _sp_reason(layout, model.is_moe))
+    _put_ac(problem, d, layout)
+    if layout.pp > 1:
+        d.put("pipeline", _pipeline(problem, layout), "pipeline parallelism needs this block (AutoModel R6)")
+    if layout.ep > 1:
+        moe = _Section().put("reshard_after_forward", False,
+                             "experts stay gathered between forward and backward (AutoModel's default)")
+        d.put("moe", moe, "expert-parallel settings, read only when ep_size > 1")
+    return d
+
+
+def _put_ac(problem: Problem, d: _Section, layout: Layout) -> None:
+    reason = ("recompute each layer's activations in backward: needed to fit or the fastest that fits"
+              if layout.activation_checkpointing else "activations fit without recompute, which is faster")
+    d.put("activation_checkpointing", layout.activation_checkpointing,
+          _why(problem, "activation_checkpointing", reason))
+
+
+def _tp_reason(layout: Layout, nvlink: int) -> str:
+    if layout.tp == 1:
+        return "no tensor parallelism: sharded data parallel is faster here"
+    return f"each layer split over {layout.tp} GPUs inside the {nvlink}-GPU NVLink domain"
+
+
+def _pp_reason(layout: Layout, num_layers: int) -> str:
+    if layout.pp == 1:
+        return "no pipeline: sharding alone fits the model"
+    return f"{layout.pp} pipeline ranks, about {num_layers // layout.pp} of {num_layers} layers each"
+
+
+def _cp_reason(layout: Layout, seq: int) -> str:
+    if layout.cp == 1:
+        return f"the {seq}-token sequence is not split"
+    return f"the {seq}-token sequence split over {layout.cp} GPUs ({seq // layout.cp} tokens each)"
+
+
+def _ep_reason(layout: Layout, experts: int, cluster: Any) -> str:
+    if layout.ep == 1:
+        return "no expert parallelism: experts are FSDP-sharded like the rest"
+    where = ("inside" if ep_group_in_domain(layout.ep, cluster.nvlink_domain, cluster.world_size)
+             else "across")
+    return f"{experts // layout.ep} of {experts} experts per GPU; EP groups {where} the NVLink domain"
+
+
+def _hsdp_reason(layout: Layout) -> str:
+    if layout.dp_replicate == 1:
+        return f"shard over all dp = {layout.dp} ranks"
+    return (f"HSDP: shard over {layout.dp_shard} ranks inside a node or NVLink domain, "
+            f"replicate {layout.dp_replicate}x across")
+
+
+def _sp_reason(layout: Layout, is_moe: bool) -> str:
+    if layout.sequence_parallel:
+        return "shards norm and dropout activations over the TP group"
+    if layout.tp > 1 and is_moe:
+        return "not supported on AutoModel's MoE TP path (R27)"
+    return "only useful with tp_size > 1"
+
+
+def _pipeline(problem: Problem, layout: Layout) -> _Section:
+    p = _Section()
+    if layout.vpp > 1:
+        p.put("pp_schedule", layout.pp_schedule,
+              f"{layout.vpp} stages per rank interleave to shrink the pipeline bubble")
+        stages = layout.pp * layout.vpp
+        lps = layers_per_stage(problem.model.num_layers, stages)
+        p.put("layers_per_stage", lps, f"{problem.model.num_layers} layers -> {stages} stages = pp {layout.pp} x "
+              f"{layout.vpp} per rank")
+    else:
+        p.put("pp_schedule", layout.pp_schedule, "one stage per pipeline rank")
+    p.put("pp_microbatch_size", layout.micro_batch_size,
+          _why(problem, "micro_batch_size", f"{layout.n_microbatches} micro batches per step (>= pp_size "
+               f"{layout.pp})"))
+    if problem.model.is_moe:
+        p.put("patch_inner_model", False, "AutoModel's own MoE implementation (as its MoE examples)")
+        p.put("patch_causal_lm_model", False, "AutoModel's own MoE implementation (as its MoE examples)")
+    return p
+
+
+def _model(problem: Problem, layout: Layout) -> _Section:
+    model, cluster = problem.model, problem.cluster
+    m = _Section()
+    m.put("_target_", MODEL_TARGET)
+    m.put("pretrained_model_name_or_path", getattr(model, "hf_id", None) or model.name,
+          "the intent's model")
+    fp8 = problem.training.precision == "fp8"
+    if model.is_moe:
+        b = _Section().put("_target_", BACKEND_TARGET)
+        if layout.cp > 1 or fp8:
+            b.put("attn", "te", "TE attention: CP on AutoModel's MoE models needs it (R20, R22)"
+                  if layout.cp > 1 else "TE attention for FP8")
+        if fp8:
+            b.put("linear", "te", "FP8 runs through Transformer Engine linears")
+        b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
+        choice = choose_dispatcher(model, cluster, layout.ep)
+        b.put("dispatcher", layout.dispatcher, choice.reason)
+        if fp8:
+            recipe = "mxfp8" if cluster.gpu.compute_capability.startswith("10") else "current"
+            b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
+        m.put("backend", b, "AutoModel's MoE backend: kernels and token dispatcher")
+    return m
+
+
+def _fp8_dense() -> _Section:
+    s = _Section()
+    s.put("enabled", True, "the intent asks for FP8 (torchao float8 training)")
+    s.put("recipe_name", "tensorwise")
+    s.put("enable_fsdp_float8_all_gather", True, "recommended with tensorwise scaling")
+    s.put("precompute_float8_dynamic_scale_for_fsdp", True, "recommended with tensorwise scaling")
+    return s
+
+
+def _step_scheduler(problem: Problem, layout: Layout) -> _Section:
+    s = _Section()
+    s.put("global_batch_size", layout.global_batch_size, "the intent's global batch (sequences per step)")
+    s.put("local_batch_size", layout.local_batch_size, _why(
+        problem, "local_batch_size", f"per data-parallel rank; gradient accumulation = {layout.global_batch_size}"
+        f" / ({layout.local_batch_size} x dp {layout.dp}) = {layout.grad_accumulation}"))
+    s.put("max_steps", 1000, "placeholder: set your run length")
+    s.put("ckpt_every_steps", 500, "placeholder: checkpoint cadence")
+    return s
+
+
+def _peft(problem: Problem) -> _Section:
+    rank = problem.training.peft_rank or 16
+    s = _Section()
+    s.put("_target_", "nemo_automodel.components._peft.lora.PeftConfig")
+    s.put("match_all_linear", True, "LoRA adapters on every linear layer")
+    s.put("dim", rank, "the intent's LoRA rank")
+    s.put("alpha", 2 * rank, "2 x rank")
+    s.put("dropout", 0.0)
+    return s
+
+
+def build_recipe(problem: Problem, layout: Layout) -> CommentedMap:
+    """The whole recipe as a commented mapping (no header)."""
+    model, training = problem.model, problem.training
+    r = _Section()
+    r.put("recipe", RECIPE_CLASS)
+    r.put("model", _model(problem, layout))
+    if training.is_peft:
+        r.put("peft", _peft(problem), "task: peft")
+    if training.precision == "fp8" and not model.is_moe:
+        r.put("fp8", _fp8_dense(), "precision: fp8")
+    r.put("distributed", _distributed(problem, layout))
+    timeout, why = timeout_minutes(problem, layout)
+    r.put("dist_env", _Section().put("backend", "nccl").put("timeout_minutes", timeout, why))
+    r.put("step_scheduler", _step_scheduler(problem, layout))
+    packed = training.seq_length if training.packed_sequences else 0
+    r.put("packed_sequence", _Section().put(
+        "packed_sequence_size", packed,
+        f"samples packed into {packed}-token sequences" if packed else "packing off (intent: packed_sequences false)"))
+    r.put("checkpoint", _Section().put("enabled", True).put("checkpoint_dir", "checkpoints/")
+          .put("model_save_format", "safetensors"))
+    r.put("loss_fn", _Section().put("_target_", "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy"))
+    dataset = _Section()
+    dataset.put("_target_", MOCK_DATASET_TARGET, "PLACEHOLDER: synthetic tokens so the recipe runs; "
+                "replace with your dataset")
+    dataset.put("vocab_size", model.vocab_size).put("seq_len", training.seq_length)
+    dataset.put("num_samples", 1000000).put("batch_size", layout.local_batch_size, "= local_batch_size")
+    r.put("dataset", dataset, "PLACEHOLDER: replace with your data")
+    r.put("dataloader", _Section().put("_target_", "torch.utils.data.DataLoader")
+          .put("batch_size", None, "the mock dataset yields whole batches"))
+    lr = 1.0e-4 if training.is_peft else (3.0e-4 if training.task == "pretrain" else 1.0e-5)
+    r.put("optimizer", _Section().put("_target_", "torch.optim.AdamW").put("lr", lr, "placeholder: tune")
+          .put("betas", [0.9, 0.95]).put("weight_decay", 0.01))
+    for key in list(r.data)[1:]:
+        r.data.yaml_set_comment_before_after_key(key, before="\n")
+    return r.data
+
+
+def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str) -> str:
+    model, cluster, training = problem.model, problem.cluster, problem.training
+    kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
+            else "dense")
+    limit = estimate.hbm_gib * (1 - problem.memory_headroom)
+    return "\n".join([
+        f"AutoModel recipe compiled by automodel-dist: {model.name} ({kind}, {model.num_layers} layers)",
+        f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {cluster.gpu.name} ({cluster.world_size} GPUs); "
+        f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
+        f"{training.precision}",
+        f"layout: {layout.short()}",
+        f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
+        f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
+        f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
+        f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
+        "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
+        f"yaml-language-server: $schema={schema_ref}",
+    ])
+
+
+# -- merging into a base recipe ---------------------------------------------------------------------------
+def _normalized_pin_value(name: str, value: Any) -> Any:
+    if name in SIZE_PINS:
+        if value is None or (isinstance(value, str) and value.lower() == "none"):
+            return 1
+        return value if isinstance(value, int) and value > 0 else 1
+    if name == "strategy":
+        text = str(value).lower()
+        return STRATEGY_ALIASES.get(text, text)
+    if name == "activation_checkpointing":
+        if isinstance(value, str):
+            return value.lower().replace("-", "_") in AC_TRUE
+        return bool(value)
+    return value
+
+
+def _get(data: Any, dotted: str) -> tuple[bool, Any]:
+    node = data
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
+    """A base value the intent's pins exclude is an InputError naming both places."""
+    for name, path in PIN_PATHS.items():
+        allowed = getattr(problem.pins, name)
+        present, raw = _get(base.data, path)
+        if allowed is None or not present:
+            continue
+        value = _normalized_pin_value(name, to_plain(raw))
+        if value not in allowed:
+            pinned = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in allowed)
+            where_pin = pin_where(name) if pin_where else f"parallelism.{name}"
+            raise InputError(
+                f"base recipe sets {path}: {to_plain(raw)}, but the intent pins parallelism.{name} to {pinned} "
+                f"(at {where_pin})",
+                where=base.where(path),
+                hint=f"make them agree: change {path} in the base recipe or parallelism.{name} in the intent")
+
+
+def _merge_section(base: CommentedMap, ours: CommentedMap, key: str) -> None:
+    """Put ours[key] (value and comment) into base, in place when the key exists."""
+    value = ours[key]
+    base[key] = value
+    comment = ours.ca.items.get(key)
+    if comment is not None:
+        base.ca.items[key] = comment
+
+
+def _merge_distributed(base: CommentedMap, ours: CommentedMap, strategy: str) -> None:
+    """Layout keys come from ours; the base keeps its other keys that the chosen strategy accepts."""
+    accepted = set(COMMON_KEYS) | set(STRATEGY_KEYS[strategy])
+    for key in list(base):
+        if key not in accepted or (key in LAYOUT_KEYS and key not in ours):
+            del base[key]
+    for key in ours:
+        _merge_section(base, ours, key)
+
+
+def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> CommentedMap:
+    """The layout-bearing values of `ours` overwrite the base; sections the base lacks are added."""
+    for section in ours:
+        if section not in base or not isinstance(base[section], CommentedMap):
+            _merge_section(base, ours, section)
+            continue
+        target, source = base[section], ours[section]
+        if section == "distributed":
+            _merge_distributed(target, source, layout.strategy)
+        elif section == "model":
+            if "backend" in source:
+                if isinstance(target.get("backend"), CommentedMap):
+                    for key in source["backend"]:
+                        _merge_section(target["backend"], source["backend"], key)
+                else:
+                    _merge_section(target, source, "backend")
+        elif section in ("step_scheduler", "packed_sequence", "fp8"):
+            for key in ("global_batch_size", "local_batch_size", "packed_sequence_size", "enabled"):
+                if key in source:
+                    _merge_section(target, source, key)
+        elif section == "dist_env":
+            if not isinstance(target.get("timeout_minutes"), int) or target["timeout_minutes"] < source[
+                    "timeout_minutes"]:
+                _merge_section(target, source, "timeout_minutes")
+        elif section == "dataset" and "batch_size" in target:
+            _merge_section(target, source, "batch_size")
+    return base
+
+
+def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
+                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None) -> tuple[str, dict]:
+    """(recipe YAML text, the same recipe as a plain mapping). `base`: a path, YAML text, mapping or Document."""
+    ours = build_recipe(problem, layout)
+    if base is not None:
+        doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
+        check_base_against_pins(problem, doc, pin_where)
+        data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)
+        data = merge_into_base(data, ours, layout)
+    else:
+        data = ours
+    text = dump_yaml(data, explicit_null=True)
+    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate, schema_ref).splitlines())
+    return head + text, to_plain(data)
