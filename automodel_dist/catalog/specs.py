@@ -12,7 +12,18 @@ class ModelSpec:
     MoE fields are zero for dense models. `first_dense_layers` counts leading layers with a dense MLP
     (DeepSeek's `first_k_dense_replace`). MLA fields are None for models with ordinary attention.
     `linear_attention_layers` counts layers using linear attention (Qwen3-Next's Gated DeltaNet),
-    whose dims follow in `linear_*` fields.
+    whose dims follow in `linear_*` fields. With MLA, `head_dim` is the query/key head size
+    (qk_nope_head_dim + qk_rope_head_dim). `intermediate_size` is the dense MLP's width;
+    `shared_expert_intermediate_size` is the width of one shared expert.
+
+    The flags after `attention_bias` exist because they change parameter counts:
+    `attention_bias` puts biases on q/k/v, `attention_out_bias` on the output projection;
+    `attention_output_gate` doubles q_proj to emit a sigmoid gate (Qwen3-Next);
+    `attention_sinks` adds one learned logit per head (gpt-oss); `qk_norm` adds per-head RMSNorms on
+    q and k (Qwen3); `mlp_bias` puts biases on MLP and expert projections (gpt-oss experts);
+    `router_bias` adds one bias per routed expert (gpt-oss, DeepSeek's e_score_correction_bias);
+    `shared_expert_gate` adds a hidden->1 gate on the shared expert (Qwen3-Next).
+    `sliding_window_layers` counts the layers that use `sliding_window` (the rest attend fully).
     """
 
     name: str
@@ -49,6 +60,14 @@ class ModelSpec:
     attention_bias: bool = False
     sliding_window: int | None = None
     source: str = ""
+    attention_out_bias: bool = False
+    attention_output_gate: bool = False
+    attention_sinks: bool = False
+    qk_norm: bool = False
+    mlp_bias: bool = False
+    router_bias: bool = False
+    shared_expert_gate: bool = False
+    sliding_window_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -62,10 +81,24 @@ class ModelSpec:
     def uses_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
+    @property
+    def dense_layers(self) -> int:
+        """Layers whose MLP is dense: all of them for a dense model, the leading ones for MoE."""
+        return self.first_dense_layers if self.is_moe else self.num_layers
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers with softmax attention (all but the linear-attention ones)."""
+        return self.num_layers - self.linear_attention_layers
+
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU model and the node it ships in. Bandwidths are GB/s per GPU, one direction."""
+    """One GPU model and the node it ships in. Bandwidths are GB/s per GPU, one direction.
+
+    `hbm_gib` is the usable HBM the driver reports, in GiB; `hbm_vendor_gb` is the marketing label
+    (presets/hardware/README.md explains why the two differ). TFLOP/s are dense (no sparsity).
+    """
 
     name: str
     hbm_gib: float
@@ -77,9 +110,23 @@ class GpuSpec:
     internode_gbps: float
     compute_capability: str
     source: str = ""
+    hbm_vendor_gb: float = 0.0
+
+    @property
+    def supports_fp8(self) -> bool:
+        """FP8 tensor cores exist from Hopper (compute capability 8.9) on; A100 has none (tflops_fp8 0)."""
+        return self.tflops_fp8 > 0
 
     def tflops(self, precision: str) -> float:
-        return self.tflops_fp8 if precision == "fp8" else self.tflops_bf16
+        """Dense peak TFLOP/s for `precision`; fp8 on a GPU without FP8 tensor cores is an input error."""
+        if precision == "fp8":
+            if not self.supports_fp8:
+                from automodel_dist.errors import InputError
+
+                raise InputError(f"{self.name} has no FP8 tensor cores (compute capability "
+                                 f"{self.compute_capability})", hint="use precision: bf16 on this GPU")
+            return self.tflops_fp8
+        return self.tflops_bf16
 
 
 @dataclass(frozen=True)
