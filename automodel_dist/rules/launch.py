@@ -41,6 +41,7 @@ HYBRIDEP_DOMAIN_VAR = "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"
 _SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
 _EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def recommended_timeout_minutes(nodes: int, is_moe: bool) -> int | None:
@@ -131,14 +132,15 @@ def ep_dispatcher_findings(layout: Layout, *, gpus_per_node: int, nvlink_domain:
 
 
 def sbatch_env(sbatch_text: str) -> dict[str, str]:
-    """Variables the script sets (`export A=b` / `A=b`), `${A:-default}` read as its default."""
+    """Variables the script sets (`export A=b` / `A=b`); `${A:-default}` reads as its default, `$B` as B's value."""
     env: dict[str, str] = {}
     for line in sbatch_text.splitlines():
         match = _EXPORT.match(line)
         if match:
             value = match.group(2).strip("\"'")
             defaulted = _DEFAULTED.match(value)
-            env[match.group(1)] = defaulted.group(1).strip("\"'") if defaulted else value
+            value = defaulted.group(1).strip("\"'") if defaulted else value
+            env[match.group(1)] = _VAR_REF.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), value)
     return env
 
 

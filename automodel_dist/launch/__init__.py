@@ -1,0 +1,59 @@
+"""Launch files from the same plan as the recipe: a Slurm sbatch script, or the recipe's `skypilot:` section.
+
+`write_launch_files` is what `automodel-dist compile --launcher ...` calls after writing the recipe.
+Both launchers rewrite the recipe with the settings the launch relies on (see `recipe_settings`), and
+the result is checked with the same launch rules `validate` uses, so a written launch never trips them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.errors import ValidationFailed
+from automodel_dist.findings import Report
+from automodel_dist.launch.recipe_settings import apply_recipe_settings
+from automodel_dist.launch.settings import launcher_settings
+from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_section
+from automodel_dist.launch.slurm import render_sbatch, slurm_recipe_settings
+from automodel_dist.rules.launch import check_launch
+from automodel_dist.yamlio import dump_yaml
+
+LAUNCHERS = ("slurm", "skypilot")
+SBATCH_NAME = "launch.sbatch"
+
+
+def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[str]:
+    """Write what launches `result`'s recipe (already written at `recipe_path`); return the paths written.
+
+    `result` is a CompileResult: `.problem`, `.layout`, `.recipe` (ruamel mapping) and `.intent`
+    (whose `.launcher` is the intent's launcher block or None). The recipe mapping is updated in place.
+    """
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; expected one of {LAUNCHERS}")
+    problem, layout, recipe = result.problem, result.layout, result.recipe
+    settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
+    recipe_path = Path(recipe_path).resolve()
+    written: list[str] = []
+    sbatch_text = None
+    if launcher == "slurm":
+        apply_recipe_settings(recipe, slurm_recipe_settings(problem, layout))
+        sbatch_text = render_sbatch(problem, layout, settings, recipe_path, recipe)
+    else:
+        apply_recipe_settings(recipe, skypilot_recipe_settings(problem, layout))
+        recipe["skypilot"] = skypilot_section(problem, layout, settings, recipe)
+    cluster = problem.cluster
+    findings = check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
+                            model=problem.model, sbatch_text=sbatch_text, layout=layout,
+                            nvlink_domain=cluster.nvlink_domain)
+    report = Report(findings=findings, source=str(recipe_path))
+    if not report.ok:
+        raise ValidationFailed("the launch files would break their own launch rules: "
+                               + "; ".join(f.message for f in report.errors), report)
+    recipe_path.write_text(dump_yaml(recipe), encoding="utf-8")
+    if sbatch_text is not None:
+        (recipe_path.parent / "logs").mkdir(parents=True, exist_ok=True)
+        sbatch_path = recipe_path.parent / SBATCH_NAME
+        sbatch_path.write_text(sbatch_text, encoding="utf-8")
+        written.append(str(sbatch_path))
+    return written

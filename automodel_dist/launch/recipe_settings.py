@@ -1,0 +1,63 @@
+"""Recipe settings that belong with the launcher, and how they are written into the emitted recipe.
+
+A value the recipe already has is kept when it already does the job (a longer timeout, a signal list
+that includes SIGUSR1), so a base recipe's own choices survive; otherwise the launcher's value goes in
+with a comment saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from automodel_dist.problem import Problem
+from automodel_dist.rules.launch import recommended_timeout_minutes
+
+
+@dataclass(frozen=True)
+class RecipeSetting:
+    """One dotted recipe key the launcher needs, its value, why, and which existing values already do."""
+
+    path: str
+    value: Any
+    why: str
+    satisfied_by: Callable[[Any], bool]
+
+
+def timeout_settings(problem: Problem) -> list[RecipeSetting]:
+    """`dist_env.timeout_minutes` for the job's scale (any multi-node launcher needs it)."""
+    minutes = recommended_timeout_minutes(problem.cluster.nodes, problem.model.is_moe)
+    if minutes is None:
+        return []
+    scale = f"{problem.cluster.nodes} nodes" if problem.cluster.nodes > 1 else "one node"
+    kind = "MoE " if problem.model.is_moe else ""
+    return [RecipeSetting(
+        "dist_env.timeout_minutes", minutes,
+        f"{kind}on {scale}: AutoModel's 1-minute default is shorter than start-up and checkpoint waits",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= minutes)]
+
+
+def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[RecipeSetting]) -> list[str]:
+    """Write `settings` into the recipe mapping in place; return the dotted keys that changed."""
+    changed: list[str] = []
+    for setting in settings:
+        *parents, leaf = setting.path.split(".")
+        node = recipe
+        for key in parents:
+            if not isinstance(node.get(key), MutableMapping):
+                node[key] = CommentedMap()
+            node = node[key]
+        if leaf in node and setting.satisfied_by(node[leaf]):
+            continue
+        value = setting.value
+        if isinstance(value, list):
+            value = CommentedSeq(value)
+            value.fa.set_flow_style()
+        node[leaf] = value
+        if isinstance(node, CommentedMap):
+            node.yaml_add_eol_comment(setting.why, leaf)
+        changed.append(setting.path)
+    return changed

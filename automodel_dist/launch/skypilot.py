@@ -1,0 +1,89 @@
+"""The recipe's `skypilot:` section: AutoModel launches it on a cloud when the section is present.
+
+Fields follow AutoModel's `SkyPilotConfig` (reference/automodel.md §8.3): `cloud` is required and must
+be one of SUPPORTED_CLOUDS; `accelerators` is "<GPU>:<count per node>", and AutoModel reads the per-node
+process count from it; unknown keys are silently dropped, so only known keys are written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.errors import InputError
+from automodel_dist.launch.environment import run_environment
+from automodel_dist.launch.recipe_settings import RecipeSetting, timeout_settings
+from automodel_dist.launch.settings import LauncherSettings
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem
+
+SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "kubernetes")
+_GPU_FAMILY = re.compile(r"^([a-z]+\d+[a-z]*)")
+_MEMORY_GB = re.compile(r"(\d+)\s*gb")
+# SkyPilot spells these with the memory size; the smaller size is the bare name (A100 = 40 GB).
+_SIZED_NAMES = {("A100", 80): "A100-80GB", ("V100", 32): "V100-32GB"}
+
+
+def accelerator_name(gpu: GpuSpec) -> str:
+    """SkyPilot's accelerator name for a GPU preset: 'h100-80gb' -> 'H100', 'a100-80gb' -> 'A100-80GB'."""
+    text = gpu.name.lower()
+    family = _GPU_FAMILY.match(text)
+    if not family:
+        raise InputError(f"cannot tell SkyPilot's accelerator name for GPU {gpu.name!r}",
+                         where="hardware.gpu", hint="use a GPU preset named after the chip, e.g. h100-80gb")
+    name = family.group(1).upper()
+    memory = _MEMORY_GB.search(text)
+    if memory:
+        return _SIZED_NAMES.get((name, int(memory.group(1))), name)
+    return name
+
+
+def skypilot_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
+    """Recipe settings a SkyPilot run needs (spot preemption already sends SIGTERM, AutoModel's default)."""
+    del layout
+    return timeout_settings(problem)
+
+
+def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSettings,
+                     recipe: Mapping[str, Any]) -> CommentedMap:
+    """The `skypilot:` mapping for this plan, with a comment on each derived value."""
+    if not settings.cloud:
+        raise InputError("--launcher skypilot needs a cloud", where="launcher.cloud",
+                         hint=f"add `launcher: {{cloud: aws}}` to the intent (one of {', '.join(SUPPORTED_CLOUDS)})")
+    cloud = settings.cloud.lower()
+    if cloud not in SUPPORTED_CLOUDS:
+        raise InputError(f"AutoModel's SkyPilot launcher does not support cloud {settings.cloud!r}",
+                         where="launcher.cloud", hint=f"use one of {', '.join(SUPPORTED_CLOUDS)}")
+    cluster = problem.cluster
+    section = CommentedMap()
+    section["cloud"] = cloud
+    section["accelerators"] = f"{accelerator_name(cluster.gpu)}:{cluster.gpus_per_node}"
+    section.yaml_add_eol_comment(f"{cluster.gpu.name}, {cluster.gpus_per_node} per node (one worker per GPU)",
+                                 "accelerators")
+    section["num_nodes"] = cluster.nodes
+    section.yaml_add_eol_comment(f"layout {layout.short()} needs {cluster.world_size} GPUs", "num_nodes")
+    section["use_spot"] = settings.use_spot
+    if not settings.use_spot:
+        section.yaml_add_eol_comment("on-demand unless launcher.use_spot (AutoModel's own default is spot)", "use_spot")
+    if settings.region:
+        section["region"] = settings.region
+    section["job_name"] = settings.job_name
+    env = run_environment(problem, layout, recipe, settings.cache_dir)
+    hf_home = next((var for var in env if var.name == "HF_HOME"), None)
+    if hf_home:
+        section["hf_home"] = hf_home.value
+    env_vars = CommentedMap()
+    for var in env:
+        if var.name != "HF_HOME":
+            env_vars[var.name] = var.value
+            if var.why:
+                env_vars.yaml_add_eol_comment(var.why, var.name)
+    for name, value in settings.env:
+        env_vars[name] = value
+    if env_vars:
+        section["env_vars"] = env_vars
+    return section
