@@ -38,6 +38,9 @@ def _non_negative_int(text: str) -> int:
 def _cmd_compile(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
 
+    if args.launcher and args.format == "json":
+        raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
+                         hint="drop --format json")
     result = compile_intent(args.intent, args.overrides)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if args.output:
