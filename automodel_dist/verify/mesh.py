@@ -17,7 +17,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import AutomodelDistError, InputError
-from automodel_dist.findings import ERROR, WARNING, Finding
+from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
 from automodel_dist.yamlio import Document, load_document
@@ -96,15 +96,22 @@ class MeshReport:
         return RankView(rank=rank, node=rank // self.gpus_per_node, coordinates=coordinates, groups=groups)
 
 
-def mesh_projection(layout: Layout) -> Layout:
-    """The layout reduced to what decides the meshes, with batch fields that satisfy every batch rule.
+# AutoModel's checks up to and including mesh creation (reference/automodel.md §4: YAML parsing R3–R8,
+# mesh creation R9–R16), plus ours on the same stage. Batch, schedule and model rules come later in
+# AutoModel's start-up and belong to `validate`.
+MESH_STAGE_AUTOMODEL_RULES = frozenset(f"R{n}" for n in range(3, 17))
+MESH_STAGE_RULES = frozenset({"mesh-world-product", "am-pipeline-unknown-key", "am-moe-unknown-key",
+                              "am-dtype-string"})
 
-    Dry-run judges whether the meshes build; batch, schedule and model rules belong to `validate`.
-    """
-    local = max(layout.pp, 1)
-    return Layout(world_size=layout.world_size, strategy=layout.strategy, tp=layout.tp, pp=layout.pp,
-                  cp=layout.cp, ep=layout.ep, dp_replicate=layout.dp_replicate, dp_size=layout.dp_size,
-                  local_batch_size=local, micro_batch_size=1, global_batch_size=local * max(layout.dp, 1))
+
+def decides_meshes(finding: Finding) -> bool:
+    """Whether a finding belongs to the stage that builds the meshes (per the rule registry)."""
+    from automodel_dist.rules import RULES
+
+    rule = RULES.get(finding.rule)
+    if rule is None:
+        return False
+    return rule.id in MESH_STAGE_RULES or bool(MESH_STAGE_AUTOMODEL_RULES.intersection(rule.automodel))
 
 
 def _located(finding: Finding, doc: Document) -> Finding:
@@ -115,10 +122,10 @@ def _located(finding: Finding, doc: Document) -> Finding:
 
 
 def _rule_findings(doc: Document, layout: Layout) -> list[Finding]:
-    """The shared rules that decide whether AutoModel's mesh code accepts this layout and recipe."""
+    """The shared rules' findings on the stage that decides whether AutoModel's mesh code accepts the recipe."""
     from automodel_dist.rules import check_layout
 
-    return [_located(f, doc) for f in check_layout(mesh_projection(layout))]
+    return [_located(f, doc) for f in check_layout(layout) if decides_meshes(f)]
 
 
 def _compare(plan: MeshPlan, built: Any, tables: dict[str, list[list[int]]]) -> None:
@@ -152,7 +159,9 @@ def _bandwidths(gpu: GpuSpec | None) -> tuple[str, str]:
 
 
 def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Finding]:
-    """Warnings for the groups that leave fast links: TP leaving a node, EP leaving the NVLink domain."""
+    """The registry's topology warnings, judged from the groups torch built, with the cost named."""
+    from automodel_dist.rules.registry import EP_LEAVES_NVLINK, TP_CROSSES_NODE
+
     inter, nvlink = _bandwidths(gpu)
     findings = []
     tp = report.node_map.get("tp")
@@ -162,19 +171,17 @@ def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Fi
         cost = ("" if tp.intra_nvlink else
                 f": every layer's TP all-reduce/all-gather (forward and backward) runs over inter-node links at "
                 f"{inter} instead of NVLink at {nvlink}")
-        findings.append(Finding(
-            rule="dry-run/tp-crosses-node", severity=WARNING, path="distributed.tp_size",
-            message=f"each TP group of {tp.size} ranks {where} (spans up to {tp.max_nodes_spanned} nodes of "
-                    f"{report.gpus_per_node} GPUs){cost}",
+        findings.append(TP_CROSSES_NODE.finding(
+            f"each TP group of {tp.size} ranks {where} (spans up to {tp.max_nodes_spanned} nodes of "
+            f"{report.gpus_per_node} GPUs){cost}", severity=NOTE if tp.intra_nvlink else WARNING,
             hint=f"keep tp_size a divisor of the GPUs per node ({report.gpus_per_node}); "
                  "scale across nodes with pp, cp or data parallelism instead"))
     ep = report.node_map.get("ep")
     if ep is not None and not ep.intra_nvlink:
-        findings.append(Finding(
-            rule="dry-run/ep-leaves-nvlink", severity=WARNING, path="distributed.ep_size",
-            message=f"each EP group of {ep.size} ranks leaves the NVLink domain of {report.nvlink_domain} GPUs "
-                    f"(spans up to {ep.max_nodes_spanned} nodes): every MoE layer's all-to-all dispatch and "
-                    f"combine cross nodes at {inter} instead of NVLink at {nvlink}",
+        findings.append(EP_LEAVES_NVLINK.finding(
+            f"each EP group of {ep.size} ranks leaves the NVLink domain of {report.nvlink_domain} GPUs "
+            f"(spans up to {ep.max_nodes_spanned} nodes): every MoE layer's all-to-all dispatch and "
+            f"combine cross nodes at {inter} instead of NVLink at {nvlink}",
             hint=f"keep ep_size within the NVLink domain ({report.nvlink_domain}) and shard experts further "
                  "with ep_shard, or use a dispatcher built for inter-node all-to-all (deepep, hybridep)"))
     return findings
