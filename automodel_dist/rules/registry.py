@@ -160,6 +160,8 @@ RECIPE_TARGET = register(
     "am-r1-recipe-target", ERROR, "recipe", "the recipe must name its recipe class", automodel=("R1",))
 ENV_VAR = register(
     "am-r2-env-var", ERROR, "", "every ${VAR} without a default must be set in the environment", automodel=("R2",))
+DISTRIBUTED_MISSING = register(
+    "am-distributed-missing", ERROR, "", "the recipe needs a distributed: section (AutoModel reads cfg.distributed)")
 UNKNOWN_STRATEGY = register(
     "am-r3-unknown-strategy", ERROR, "distributed.strategy",
     "strategy must be fsdp2, megatron_fsdp (megatron-fsdp, mfsdp) or ddp", automodel=("R3",))

@@ -1,0 +1,521 @@
+"""Recipe rules: checks on the recipe mapping that a Layout cannot carry (keys, names, blocks, backend).
+
+Input is the recipe after AutoModel's own loading (env vars resolved, values translated; see
+`targets/automodel/config.py`). Shapes and types are the schema's job; these are AutoModel's start-up
+checks with its own wording, plus cross-field logic. Sizes are read leniently here: a size that cannot
+be read at all is reported by the parser as an input error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.findings import Finding
+from automodel_dist.layout import PP_SCHEDULES
+from automodel_dist.rules import registry as r
+from automodel_dist.targets.automodel.config import (
+    AC_MESSAGE,
+    STRATEGY_NAMES,
+    canonical_strategy,
+    normalize_activation_checkpointing,
+)
+from automodel_dist.targets.automodel.parse import virtual_stages
+
+COMMON_KEYS = frozenset({"strategy", "tp_size", "pp_size", "cp_size", "ep_size", "dp_size", "dp_replicate_size",
+                         "pipeline", "moe", "activation_checkpointing", "_target_", "_recursive_", "_convert_"})
+# Strategy constructor fields (nemo_automodel 0.7.0 `components/distributed/config.py`, dataclass fields).
+STRATEGY_KEYS = {
+    "fsdp2": frozenset({"sequence_parallel", "tp_plan", "patch_is_packed_sequence", "mp_policy", "offload_policy",
+                        "autocast_dtype", "activation_checkpointing_scope", "defer_fsdp_grad_sync",
+                        "reshard_after_forward", "enable_async_tensor_parallel", "enable_compile",
+                        "enable_fsdp2_prefetch", "fsdp2_backward_prefetch_depth", "fsdp2_forward_prefetch_depth",
+                        "multimodal"}),
+    "megatron_fsdp": frozenset({"megatron_fsdp_unit_modules", "zero_dp_strategy", "init_fsdp_with_meta_device",
+                                "grad_reduce_in_fp32", "preserve_fp32_weights", "overlap_grad_reduce",
+                                "overlap_param_gather", "check_for_nan_in_grad", "report_nan_in_param_grad",
+                                "average_in_collective", "disable_bucketing", "calculate_per_token_loss",
+                                "keep_fp8_transpose_cache", "nccl_ub", "fsdp_double_buffer"}),
+    "ddp": frozenset({"activation_checkpointing_scope", "broadcast_buffers", "find_unused_parameters",
+                      "static_graph", "bucket_cap_mb", "gradient_as_bucket_view", "autocast_dtype"}),
+}
+PIPELINE_KEYS = frozenset({"pp_schedule", "pp_schedule_csv", "pp_microbatch_size", "pp_batch_size", "layers_per_stage",
+                           "round_virtual_stages_to_pp_multiple", "module_fqns_per_model_part", "patch_inner_model",
+                           "patch_causal_lm_model", "patch_stage_backward_maybe_with_nosync", "dtype",
+                           "scale_grads_in_schedule", "loss_fn", "pp_seq_len", "pp_recv_buffer_pool",
+                           "pp_recv_buffer_pool_slack"})
+MOE_KEYS = frozenset({"ignore_router_for_ac", "reshard_after_forward", "lm_head_precision", "wrap_outer_model",
+                      "mp_policy"})
+KEY_HINTS = {
+    "backend": "the process-group backend belongs in dist_env.backend",
+    "frozen_multimodal_sharding": "write it as distributed.multimodal.frozen_sharding",
+}
+TORCH_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "InterleavedZeroBubble", "PipelineScheduleSingle",
+                   "PipelineScheduleMulti", "ZBVZeroBubble", "DualPipeV")
+DTYPES = frozenset({"float", "float32", "float64", "double", "complex64", "cfloat", "float16", "half", "bfloat16",
+                    "uint8", "int8", "int16", "short", "int32", "int", "int64", "long", "bool", "bf16"})
+AC_SCOPES = ("all", "audio", "language", "multimodal", "vision")
+FROZEN_SHARDING = ("root", "per_layer", "replicate")
+CUDA_GRAPH_MODULES = ("attn", "te_dpa", "moe_router", "moe_preprocess")
+SAVE_FORMATS = ("torch_save", "safetensors")
+# StepScheduler's checks: key -> (lowest allowed value, None allowed, AutoModel's message before ", got X").
+STEP_SCHEDULER_LIMITS = {
+    "global_batch_size": (1, False, "global_batch_size must be greater than 0"),
+    "local_batch_size": (1, False, "local_batch_size must be greater than 0"),
+    "num_epochs": (1, True, "num_epochs must be greater than 0 or None if max_steps is provided"),
+    "max_steps": (1, True, "max_steps must be greater than 0"),
+    "ckpt_every_steps": (1, True, "ckpt_every_steps must be greater than 0"),
+    "val_every_steps": (1, True, "val_every_steps must be greater than 0 if not None"),
+    "log_remote_every_steps": (1, False, "log_remote_every_steps must be greater than 0"),
+    "loss_average_window_steps": (1, False, "loss_average_window_steps must be greater than 0"),
+    "gc_every_steps": (1, True, "gc_every_steps must be greater than 0 if not None"),
+    "start_step": (0, False, "start_step must be greater than or equal to 0"),
+    "start_epoch": (0, False, "start_epoch must be greater than or equal to 0"),
+}
+MULTI_NODE_TIMEOUT_MINUTES = 10
+# Findings after which the recipe cannot be read as a Layout, so layout rules are skipped.
+BLOCKING_RULES = frozenset({r.UNKNOWN_STRATEGY.id, r.AC_VALUE.id})
+
+
+def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
+                 model: ModelSpec | None = None) -> list[Finding]:
+    """Every recipe rule that fires on a resolved recipe `config`, in AutoModel's start-up order."""
+    out: list[Finding] = []
+    _check_recipe_target(config, out)
+    dist = _mapping(config.get("distributed"))
+    if "distributed" not in config:
+        out.append(r.DISTRIBUTED_MISSING.finding(
+            "the recipe has no distributed: section; AutoModel fails reading cfg.distributed",
+            path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)",
+            automodel_message="AttributeError: distributed"))
+    strategy = _check_strategy(dist, out)
+    pp, ep, tp = _lenient_size(dist.get("pp_size")), _lenient_size(dist.get("ep_size")), _lenient_size(
+        dist.get("tp_size"))
+    if strategy is not None:
+        _check_unknown_options(dist, strategy, out)
+    _check_activation_checkpointing(dist, strategy, out)
+    _check_pipeline_block(dist, pp, model, out)
+    if ep > 1 and isinstance(dist.get("moe"), Mapping):
+        _unknown_keys(dist["moe"], MOE_KEYS, r.MOE_UNKNOWN_KEY, "distributed.moe", "MoEParallelizerConfig", out)
+    if strategy in ("fsdp2", "ddp") and "activation_checkpointing_scope" in dist:
+        _check_ac_scope(dist["activation_checkpointing_scope"], out)
+    if strategy == "fsdp2":
+        _check_multimodal(dist.get("multimodal"), out)
+        _check_async_tp(dist, tp, ep, out)
+    _check_dtypes(dist, strategy, pp, ep, out)
+    if strategy == "ddp" and isinstance(dist.get("dp_size"), int) and dist["dp_size"] not in (0, world_size):
+        out.append(r.DDP_DP_SIZE_IGNORED.finding(
+            f"ddp ignores dp_size={dist['dp_size']}: every one of the {world_size} ranks is a data-parallel rank",
+            hint="remove distributed.dp_size (ddp has no device mesh)"))
+    repair = config.get("embedding_row_repair")
+    if pp > 1 and isinstance(repair, Mapping) and repair.get("enabled"):
+        out.append(r.EMBEDDING_REPAIR_PP.finding(
+            f"embedding_row_repair is enabled with pp_size={pp}",
+            hint="set embedding_row_repair.enabled: false, or pp_size: 1",
+            automodel_message="embedding_row_repair is not currently supported with pipeline parallelism"))
+    backend = _mapping(_mapping(config.get("model")).get("backend"))
+    _check_backend(backend, out)
+    _check_step_scheduler(_mapping(config.get("step_scheduler")), out)
+    _check_packing(_mapping(config.get("packed_sequence")), out)
+    _check_checkpoint(_mapping(config.get("checkpoint")), out)
+    _check_dist_env(_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
+    return out
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _lenient_size(value: Any) -> int:
+    """AutoModel's `_degree`: a positive int, else 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _suggest(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
+    target = config.get("recipe")
+    if isinstance(target, Mapping):
+        target = target.get("_target_")
+    if not isinstance(target, str) or not target.strip():
+        out.append(r.RECIPE_TARGET.finding(
+            "the recipe does not name its recipe class (top-level `recipe:`)",
+            hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction`",
+            automodel_message="YAML config must specify a recipe target."))
+
+
+def _check_strategy(dist: Mapping[str, Any], out: list[Finding]) -> str | None:
+    raw = dist.get("strategy", "fsdp2")
+    strategy = canonical_strategy(raw)
+    if strategy is not None:
+        return strategy
+    valid = sorted(STRATEGY_NAMES)
+    if isinstance(raw, str):
+        suggestion = _suggest(raw.lower(), tuple(valid))
+        automodel = f"Unknown strategy: {raw}. Valid strategies: {valid}"
+    else:
+        suggestion = ""
+        automodel = f"'{type(raw).__name__}' object has no attribute 'lower'"
+    out.append(r.UNKNOWN_STRATEGY.finding(
+        f"unknown strategy {raw!r}", hint=" ".join(filter(None, [suggestion, "use fsdp2, megatron_fsdp or ddp"])),
+        automodel_message=automodel))
+    return None
+
+
+def _check_unknown_options(dist: Mapping[str, Any], strategy: str, out: list[Finding]) -> None:
+    valid = STRATEGY_KEYS[strategy]
+    unknown = sorted(str(k) for k in dist if k not in COMMON_KEYS and k not in valid)
+    if not unknown:
+        return
+    automodel = f"Unknown options for strategy '{strategy}': {unknown}"
+    for key in unknown:
+        other = [s for s, keys in STRATEGY_KEYS.items() if key in keys]
+        if key in KEY_HINTS:
+            hint = KEY_HINTS[key]
+        elif other:
+            hint = f"{key} is an option of {' and '.join(other)}, not {strategy}: remove it (even when false)"
+        else:
+            hint = _suggest(key, valid | COMMON_KEYS) or f"remove it; {strategy} accepts: {', '.join(sorted(valid))}"
+        out.append(r.UNKNOWN_OPTION.finding(f"{strategy} does not accept the option {key!r}",
+                                            path=f"distributed.{key}", hint=hint, automodel_message=automodel))
+
+
+def _unknown_keys(block: Mapping[str, Any], valid: frozenset[str], rule: r.Rule, where: str, cls: str,
+                  out: list[Finding]) -> None:
+    for key in sorted(str(k) for k in block if k not in valid):
+        out.append(rule.finding(
+            f"{cls} has no field {key!r}", path=f"{where}.{key}",
+            hint=_suggest(key, valid) or f"remove it; accepted: {', '.join(sorted(valid))}",
+            automodel_message=f"{cls}.__init__() got an unexpected keyword argument '{key}'"))
+
+
+def _check_activation_checkpointing(dist: Mapping[str, Any], strategy: str | None, out: list[Finding]) -> None:
+    value = dist.get("activation_checkpointing", False)
+    try:
+        mode = normalize_activation_checkpointing(value)
+    except ValueError:
+        out.append(r.AC_VALUE.finding(f"activation_checkpointing {value!r} is not a value AutoModel reads",
+                                      hint="use true, false or 'selective'", automodel_message=AC_MESSAGE))
+        return
+    if mode == "selective" and strategy not in (None, "fsdp2", "ddp"):
+        out.append(r.SELECTIVE_AC.finding(
+            f"selective activation checkpointing with strategy {strategy}",
+            hint="use activation_checkpointing: true, or strategy fsdp2",
+            automodel_message="selective activation checkpointing is supported only for FSDP2 and DDP configs."))
+
+
+def _check_pipeline_block(dist: Mapping[str, Any], pp: int, model: ModelSpec | None, out: list[Finding]) -> None:
+    pipeline = dist.get("pipeline")
+    if pp <= 1:
+        if pipeline is not None:
+            out.append(r.PIPELINE_IGNORED.finding(
+                f"distributed.pipeline is set but pp_size={pp}: the pipeline settings are ignored",
+                hint="remove the pipeline block, or set pp_size > 1",
+                automodel_message=f"`distributed.pipeline` is set but pp_size={pp} (<= 1): pipeline parallelism "
+                                  "is disabled and the pipeline settings are ignored. Set pp_size > 1 to enable it."))
+        return
+    if pipeline is None:
+        out.append(r.PIPELINE_MISSING.finding(
+            f"pp_size={pp} but there is no distributed.pipeline block",
+            hint="add `pipeline: {pp_schedule: 1f1b, pp_microbatch_size: 1}` under distributed (`pipeline: {}` "
+                 "selects the defaults)",
+            automodel_message=f"`pp_size={pp}` (> 1) enables pipeline parallelism but no `distributed.pipeline` "
+                              "block was provided. Add a `distributed.pipeline` section (e.g. `pp_schedule`, "
+                              "`pp_microbatch_size`); an empty `pipeline: {}` selects defaults."))
+        return
+    if not isinstance(pipeline, Mapping):
+        return  # the parser reports a non-mapping block as an input error
+    _unknown_keys(pipeline, PIPELINE_KEYS, r.PIPELINE_UNKNOWN_KEY, "distributed.pipeline", "PipelineConfig", out)
+    schedule = pipeline.get("pp_schedule", "1f1b")
+    path = "distributed.pipeline.pp_schedule"
+    if schedule is None:
+        if not pipeline.get("pp_schedule_csv"):
+            out.append(r.SCHEDULE_NAME.finding(
+                "pp_schedule is null and no pp_schedule_csv is given", path=path,
+                hint="set pp_schedule: 1f1b (or interleaved1f1b)",
+                automodel_message="Either pipeline_parallel_schedule or pipeline_parallel_schedule_csv must be "
+                                  "provided"))
+    elif not isinstance(schedule, str) or schedule.lower() not in PP_SCHEDULES:
+        out.append(r.SCHEDULE_NAME.finding(
+            f"unknown pipeline schedule {schedule!r}", path=path,
+            hint=" ".join(filter(None, [_suggest(str(schedule).lower().replace("_", ""), PP_SCHEDULES),
+                                        "torch names: 1f1b, interleaved1f1b, gpipe, loopedbfs, "
+                                        "interleavedzerobubble, zbvzerobubble, dualpipev"])),
+            automodel_message=f"Unknown schedule name '{schedule}'. The valid options are {list(TORCH_SCHEDULES)}"))
+    per_stage = pipeline.get("layers_per_stage")
+    if isinstance(per_stage, int) and not isinstance(per_stage, bool) and per_stage > 0:
+        if model is None:
+            out.append(r.SKIPPED.finding(
+                "layers_per_stage needs the layer count: stage math not checked",
+                path="distributed.pipeline.layers_per_stage", hint="pass --model to check it"))
+            return
+        _, error = virtual_stages(model.num_layers, per_stage, pp, pipeline.get("round_virtual_stages_to_pp_multiple"))
+        if error:
+            choices = [k for k in range(1, model.num_layers + 1)
+                       if -(-model.num_layers // k) % pp == 0][:8]
+            out.append(r.VIRTUAL_STAGES.finding(
+                f"layers_per_stage={per_stage} splits {model.num_layers} layers into "
+                f"{-(-model.num_layers // per_stage)} stages, not a multiple of pp_size={pp}",
+                hint=f"layers_per_stage values that work: {', '.join(map(str, choices)) or 'none'}; or set "
+                     "round_virtual_stages_to_pp_multiple: up", automodel_message=error))
+
+
+def _check_ac_scope(value: Any, out: list[Finding]) -> None:
+    if value is None:
+        return
+    if isinstance(value, str):
+        parts = value.lower().replace("-", "_").replace("+", ",").split(",")
+    elif isinstance(value, (list, tuple)):
+        if not all(isinstance(item, str) for item in value):
+            out.append(r.AC_SCOPE.finding("activation_checkpointing_scope entries must be strings",
+                                          hint=f"use names from: {', '.join(AC_SCOPES)}",
+                                          automodel_message="activation_checkpointing_scope entries must be strings."))
+            return
+        parts = [p for item in value for p in item.lower().replace("-", "_").replace("+", ",").split(",")]
+    else:
+        out.append(r.AC_SCOPE.finding(
+            f"activation_checkpointing_scope {value!r} is neither a string nor a list",
+            hint="write e.g. `activation_checkpointing_scope: language`",
+            automodel_message="activation_checkpointing_scope must be a string or list of strings."))
+        return
+    scopes = []
+    for part in parts:
+        scope = "all" if part.strip() in ("default", "auto") else part.strip()
+        if not scope:
+            continue
+        if scope not in AC_SCOPES:
+            out.append(r.AC_SCOPE.finding(
+                f"unknown activation_checkpointing_scope {part!r}",
+                hint=" ".join(filter(None, [_suggest(scope, AC_SCOPES), f"use: {', '.join(AC_SCOPES)}"])),
+                automodel_message=f"activation_checkpointing_scope must use only: {', '.join(AC_SCOPES)}. "
+                                  f"Got {part!r}."))
+            return
+        scopes.append(scope)
+    if "all" in scopes and len(set(scopes)) > 1:
+        out.append(r.AC_SCOPE.finding(
+            "activation_checkpointing_scope combines 'all' with other scopes", hint="use 'all' alone",
+            automodel_message="activation_checkpointing_scope='all' cannot be combined with other scopes."))
+
+
+def _check_multimodal(value: Any, out: list[Finding]) -> None:
+    multimodal = _mapping(value)
+    sharding = multimodal.get("frozen_sharding", "root")
+    if sharding not in FROZEN_SHARDING:
+        out.append(r.MULTIMODAL.finding(
+            f"unknown frozen_sharding {sharding!r}", path="distributed.multimodal.frozen_sharding",
+            hint=f"use one of: {', '.join(FROZEN_SHARDING)}",
+            automodel_message=f"distributed.multimodal.frozen_sharding must be one of: root, per_layer, replicate. "
+                              f"Got {sharding!r}."))
+    frames = _mapping(_mapping(multimodal.get("vision")).get("frame_sharding"))
+    if "mesh_dims" in frames and list(frames["mesh_dims"] or []) != ["cp"]:
+        out.append(r.MULTIMODAL.finding(
+            f"frame_sharding.mesh_dims is {frames['mesh_dims']!r}",
+            path="distributed.multimodal.vision.frame_sharding.mesh_dims", hint="use mesh_dims: [cp]",
+            automodel_message='distributed.multimodal.vision.frame_sharding.mesh_dims currently supports only ["cp"]'))
+
+
+def _check_async_tp(dist: Mapping[str, Any], tp: int, ep: int, out: list[Finding]) -> None:
+    if dist.get("enable_async_tensor_parallel") is not True or tp <= 1:
+        return
+    if ep > 1:
+        out.append(r.MOE_ASYNC_TP.finding(
+            f"enable_async_tensor_parallel with ep_size={ep} and tp_size={tp}: the MoE TP path does not support it",
+            hint="set enable_async_tensor_parallel: false",
+            automodel_message="enable_async_tensor_parallel=True is not supported by the custom MoE TP path; it "
+                              "requires sequence parallelism, which is intentionally disabled for replicated "
+                              "router/attention paths."))
+    elif dist.get("sequence_parallel") is not True:
+        out.append(r.ASYNC_TP_NEEDS_SP.finding(
+            "enable_async_tensor_parallel without sequence_parallel",
+            hint="set distributed.sequence_parallel: true (or turn async TP off)",
+            automodel_message="enable_async_tensor_parallel=True requires sequence_parallel=True"))
+
+
+def _dtype_ok(value: Any) -> bool:
+    if not isinstance(value, str):
+        return True  # non-strings are the schema's business
+    word = value.lower()
+    return (word[len("torch."):] if word.startswith("torch.") else word) in DTYPES
+
+
+def _check_dtypes(dist: Mapping[str, Any], strategy: str | None, pp: int, ep: int, out: list[Finding]) -> None:
+    """dtype strings AutoModel converts at start-up (`dtype_from_str`)."""
+    places: list[tuple[str, Any]] = []
+    if strategy == "fsdp2":
+        mp = _mapping(dist.get("mp_policy"))
+        places += [(f"distributed.mp_policy.{k}", mp[k]) for k in ("param_dtype", "reduce_dtype", "output_dtype")
+                   if k in mp]
+    if strategy in ("fsdp2", "ddp") and "autocast_dtype" in dist:
+        places.append(("distributed.autocast_dtype", dist["autocast_dtype"]))
+    if pp > 1 and "dtype" in _mapping(dist.get("pipeline")):
+        places.append(("distributed.pipeline.dtype", dist["pipeline"]["dtype"]))
+    if ep > 1:
+        moe = _mapping(dist.get("moe"))
+        if "lm_head_precision" in moe:
+            places.append(("distributed.moe.lm_head_precision", moe["lm_head_precision"]))
+        moe_mp = _mapping(moe.get("mp_policy"))
+        if moe_mp.get("_target_"):
+            places += [(f"distributed.moe.mp_policy.{k}", moe_mp[k])
+                       for k in ("param_dtype", "reduce_dtype", "output_dtype") if k in moe_mp]
+    for path, value in places:
+        if not _dtype_ok(value):
+            out.append(r.DTYPE_STRING.finding(
+                f"unknown dtype string {value!r}", path=path,
+                hint=" ".join(filter(None, [_suggest(str(value).lower(), tuple(DTYPES)),
+                                            "use bfloat16 (or bf16), float32, float16"])),
+                automodel_message=f"Unknown dtype string: {value}"))
+
+
+def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:
+    """BackendConfig.__post_init__ checks (defaults assume a GPU with Transformer Engine: linear te)."""
+    if not backend:
+        return
+    linear, experts = backend.get("linear", "te"), backend.get("experts", "torch_mm")
+    dispatcher = backend.get("dispatcher", "deepep")
+    if experts in ("te", "gmm") and dispatcher not in ("deepep", "hybridep", "uccl_ep", "mok"):
+        experts = "torch_mm"  # AutoModel rewrites TE/gmm experts without a flex dispatcher
+    if backend.get("te_fp8") is not None and linear != "te" and experts != "te":
+        out.append(r.TE_FP8_BACKEND.finding(
+            f"te_fp8 is set but neither linear ({linear!r}) nor experts ({experts!r}) uses Transformer Engine",
+            hint="set model.backend.linear: te (or experts: te with a deepep/hybridep dispatcher)",
+            automodel_message=f"te_fp8 requires at least one TE backend (linear='te' or experts='te'), but got "
+                              f"linear='{linear}', experts='{experts}'"))
+    _check_cuda_graph(backend, dispatcher, out)
+    _check_mok(_mapping(backend.get("mok")), out)
+
+
+def _check_cuda_graph(backend: Mapping[str, Any], dispatcher: Any, out: list[Finding]) -> None:
+    graph = backend.get("cuda_graph")
+    if not isinstance(graph, Mapping) or graph.get("modules") is None:
+        return
+    modules = graph["modules"]
+
+    def fire(message: str, automodel: str, hint: str) -> None:
+        out.append(r.CUDA_GRAPH.finding(message, hint=hint, automodel_message=automodel))
+
+    if not isinstance(modules, list):
+        fire("cuda_graph.modules is not a list", "cuda_graph.modules must be a list", "write modules: [attn]")
+        return
+    unknown = [m for m in modules if m not in CUDA_GRAPH_MODULES]
+    if unknown:
+        fire(f"unsupported cuda_graph modules {unknown}", f"Unsupported cuda_graph.modules: {unknown}",
+             f"use: {', '.join(CUDA_GRAPH_MODULES)}")
+        return
+    if len(set(modules)) != len(modules):
+        fire("cuda_graph.modules has duplicates", "cuda_graph.modules must not contain duplicates",
+             "list each module once")
+    if "attn" in modules and "te_dpa" in modules:
+        fire("cuda_graph.modules has both attn and te_dpa",
+             "cuda_graph.modules cannot contain both 'attn' and 'te_dpa'", "keep one of them")
+    if "moe_preprocess" in modules and "moe_router" not in modules:
+        fire("moe_preprocess graphs need moe_router graphs", "'moe_preprocess' in cuda_graph.modules requires "
+             "'moe_router'", "add moe_router to cuda_graph.modules")
+    attention = sorted({"attn", "te_dpa"}.intersection(modules))
+    if attention and backend.get("attn", "te") != "te":
+        fire(f"{attention} graphs need attn: te", f"{attention} in cuda_graph.modules requires attn='te'",
+             "set model.backend.attn: te")
+    if "attn" in modules:
+        for key, default in (("linear", "te"), ("rms_norm", "torch_fp32")):
+            if backend.get(key, default) != "torch":
+                fire(f"attn graphs need {key}: torch",
+                     f"'attn' in cuda_graph.modules currently requires {key}='torch'",
+                     f"set model.backend.{key}: torch")
+    if "moe_router" in modules and backend.get("fake_balanced_gate") is True:
+        fire("moe_router graphs need the learned gate",
+             "'moe_router' in cuda_graph.modules requires the learned Gate (fake_balanced_gate=False)",
+             "set fake_balanced_gate: false")
+    if "moe_preprocess" in modules and dispatcher != "hybridep":
+        fire("moe_preprocess graphs need dispatcher hybridep",
+             "'moe_preprocess' in cuda_graph.modules requires dispatcher='hybridep'", "set dispatcher: hybridep")
+
+
+def _check_mok(mok: Mapping[str, Any], out: list[Finding]) -> None:
+    def number(key: str, default: int) -> Any:
+        value = mok.get(key, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    for key, default in (("fwd_num_comm_sms", 40), ("bwd_num_comm_sms", 28)):
+        value = number(key, default)
+        if value is not None and (value <= 0 or value % 2):
+            out.append(r.MOK_CONFIG.finding(f"mok.{key}={value} must be positive and even",
+                                            path=f"model.backend.mok.{key}", hint="use an even SM count, e.g. 40"))
+    minibatch, macrobatch = number("minibatch_size", 4096), number("macrobatch_size", 131072)
+    if minibatch is not None and (minibatch <= 0 or minibatch % 256):
+        out.append(r.MOK_CONFIG.finding(f"mok.minibatch_size={minibatch} must be a positive multiple of 256",
+                                        path="model.backend.mok.minibatch_size", hint="use e.g. 4096"))
+    elif minibatch and macrobatch is not None and (macrobatch <= 0 or macrobatch % minibatch):
+        out.append(r.MOK_CONFIG.finding(
+            f"mok.macrobatch_size={macrobatch} must be a positive multiple of minibatch_size={minibatch}",
+            path="model.backend.mok.macrobatch_size", hint=f"use a multiple of {minibatch}"))
+    chunk = number("all_gather_top_experts_chunk_bytes", 2048)
+    if chunk is not None and (chunk <= 0 or chunk % 16):
+        out.append(r.MOK_CONFIG.finding(f"mok.all_gather_top_experts_chunk_bytes={chunk} must be a multiple of 16",
+                                        path="model.backend.mok.all_gather_top_experts_chunk_bytes",
+                                        hint="use e.g. 2048"))
+
+
+def _check_step_scheduler(steps: Mapping[str, Any], out: list[Finding]) -> None:
+    for key, (lowest, nullable, automodel) in STEP_SCHEDULER_LIMITS.items():
+        value = steps.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value >= lowest:
+            continue
+        out.append(r.STEP_SCHEDULER_POSITIVE.finding(
+            f"step_scheduler.{key}={value} must be {'positive' if lowest == 1 else 'non-negative'}",
+            path=f"step_scheduler.{key}", hint=f"use a value >= {lowest}" + (" or null" if nullable else ""),
+            automodel_message=f"{automodel}, got {value}"))
+
+
+def _check_packing(packing: Mapping[str, Any], out: list[Finding]) -> None:
+    strategy = packing.get("packing_strategy")
+    if strategy is None or (isinstance(strategy, str) and (strategy in ("thd", "neat") or "." in strategy)):
+        return
+    out.append(r.PACKING_STRATEGY.finding(
+        f"unknown packing_strategy {strategy!r}", hint="use thd (default), neat, or a dotted import path",
+        automodel_message=f"Unknown target {strategy!r}; expected one of ['neat', 'thd'] or a dotted path"))
+
+
+def _check_checkpoint(ckpt: Mapping[str, Any], out: list[Finding]) -> None:
+    timeout = ckpt.get("consolidation_timeout_minutes")
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout <= 0:
+        out.append(r.CHECKPOINT.finding(
+            f"consolidation_timeout_minutes={timeout} must be positive",
+            path="checkpoint.consolidation_timeout_minutes", hint="use e.g. 30",
+            automodel_message="checkpoint.consolidation_timeout_minutes must be greater than 0"))
+    recent = ckpt.get("max_recent_checkpoints")
+    if recent is not None and (isinstance(recent, bool) or not isinstance(recent, int) or recent < 1):
+        out.append(r.CHECKPOINT.finding(
+            f"max_recent_checkpoints={recent!r} must be unset or a positive integer",
+            path="checkpoint.max_recent_checkpoints", hint="use null or an integer >= 1",
+            automodel_message="checkpoint.max_recent_checkpoints must be unset or a positive integer"))
+    fmt = ckpt.get("model_save_format", "safetensors")
+    if fmt not in SAVE_FORMATS:
+        out.append(r.CHECKPOINT.finding(
+            f"unknown model_save_format {fmt!r}", path="checkpoint.model_save_format",
+            hint="use safetensors or torch_save",
+            automodel_message=f"Unsupported model save format: {fmt}. Supported formats: {list(SAVE_FORMATS)}"))
+    consolidated = ckpt.get("save_consolidated", "final")
+    if not isinstance(consolidated, bool) and not (
+            isinstance(consolidated, str) and consolidated.strip().lower() in ("true", "every", "final", "false")):
+        out.append(r.CHECKPOINT.finding(
+            f"unknown save_consolidated {consolidated!r}", path="checkpoint.save_consolidated",
+            hint="use final, every or false",
+            automodel_message=f"Unsupported save_consolidated value: {consolidated}. Supported values are false, "
+                              "final, every, and legacy booleans."))
+
+
+def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int, out: list[Finding]) -> None:
+    if world_size <= gpus_per_node:
+        return
+    timeout = env.get("timeout_minutes")
+    if timeout is None or (isinstance(timeout, (int, float)) and timeout < MULTI_NODE_TIMEOUT_MINUTES):
+        shown = "unset (AutoModel's default: 1 minute)" if timeout is None else f"{timeout} minutes"
+        out.append(r.DIST_ENV_TIMEOUT.finding(
+            f"dist_env.timeout_minutes is {shown} on a {world_size // gpus_per_node}-node run; start-up collectives "
+            "and checkpoint saves across nodes routinely take longer",
+            path="dist_env.timeout_minutes" if timeout is not None else "dist_env",
+            hint=f"set dist_env.timeout_minutes: {MULTI_NODE_TIMEOUT_MINUTES} or more"))

@@ -1,0 +1,207 @@
+"""validate: judge an existing AutoModel recipe before launch, with the same rules the planner prunes with.
+
+recipe.yaml -> AutoModel's loading (env vars, value translation) -> recipe rules + schema -> Layout ->
+layout rules (+ model, cluster, packing) -> cost model (with a GPU) -> Report, every finding at its line:col.
+A check that cannot be judged is skipped with a note; bad input is an InputError (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.errors import InputError
+from automodel_dist.findings import Finding, Report
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem, TrainingSpec
+from automodel_dist.resources import SCHEMAS_DIR
+from automodel_dist.rules import check_layout
+from automodel_dist.rules import registry as r
+from automodel_dist.rules.layout import check_cp_packing
+from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
+from automodel_dist.targets.automodel.config import resolve_config
+from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
+from automodel_dist.yamlio import Document, join_path, load_document, split_path
+
+RECIPE_SCHEMA = "automodel-recipe.schema.json"
+MODEL_KEY = "model.pretrained_model_name_or_path"
+SEQUENCE_KEYS = ("seq_length", "max_length", "seq_len", "max_seq_length")
+
+
+def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
+                    model: Any = None, gpu: str | None = None) -> Report:
+    """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more."""
+    _check_world(world_size, gpus_per_node)
+    doc = load_document(source, what="recipe")
+    config, missing = resolve_config(doc.data)
+    findings: list[Finding] = [
+        r.ENV_VAR.finding(f"environment variable {m.name} is not set and {m.token} has no default",
+                          path=join_path(m.path), hint=f"export {m.name}=... or write ${{{m.name},DEFAULT}}",
+                          automodel_message=m.automodel_message)
+        for m in missing]
+    spec = _model(config, model, findings)
+    gpu_spec = _gpu(gpu)
+    findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
+    if any(f.rule in BLOCKING_RULES for f in findings):
+        findings.append(r.SKIPPED.finding("layout rules skipped: the distributed section cannot be read until "
+                                          "the errors above are fixed", path="distributed"))
+    else:
+        layout = _layout(doc, config, world_size, spec)
+        findings += _layout_findings(config, layout, spec, gpu_spec, gpus_per_node)
+    findings += _schema_findings(config, findings)
+    return Report(findings=_located(doc, findings), source=doc.filename)
+
+
+def _check_world(world_size: Any, gpus_per_node: Any) -> None:
+    for name, value in (("world size", world_size), ("GPUs per node", gpus_per_node)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a positive integer, got {value!r}",
+                             hint="pass --nodes N and --gpus-per-node G (world size = N × G)")
+
+
+def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> ModelSpec | None:
+    """--model (an unknown one is an input error), else the recipe's model id when it names a preset."""
+    from automodel_dist.catalog.models import resolve_model
+
+    if model is not None:
+        return resolve_model(model, where="--model")
+    section = config.get("model")
+    name = section.get("pretrained_model_name_or_path") if isinstance(section, Mapping) else None
+    if not isinstance(name, str) or not name.strip():
+        findings.append(r.SKIPPED.finding(
+            "no model id in the recipe: model-aware rules (heads, experts, layers, tied embeddings) skipped",
+            path="model", hint="pass --model with a preset or Hugging Face id"))
+        return None
+    try:
+        return resolve_model(name, where=MODEL_KEY)
+    except InputError:
+        findings.append(r.SKIPPED.finding(
+            f"model {name!r} is not in the catalog: model-aware rules (heads, experts, layers, tied embeddings) "
+            "skipped", path=MODEL_KEY, hint="pass --model with a preset id, or a path to the model's config.json"))
+        return None
+
+
+def _gpu(name: str | None) -> GpuSpec | None:
+    if name is None:
+        return None
+    from automodel_dist.catalog.hardware import get_gpu
+
+    return get_gpu(name, where="--gpu")
+
+
+def _layout(doc: Document, config: Mapping[str, Any], world_size: int, spec: ModelSpec | None) -> Layout:
+    try:
+        return layout_from_config(config, world_size=world_size, model=spec)
+    except RecipeValueError as exc:
+        raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+
+
+def _layout_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec | None, gpu: GpuSpec | None,
+                     gpus_per_node: int) -> list[Finding]:
+    nodes = -(-layout.world_size // gpus_per_node)
+    node_gpu = gpu or GpuSpec(name="unspecified", hbm_gib=0.0, gpus_per_node=gpus_per_node,
+                              nvlink_domain=gpus_per_node, tflops_bf16=0.0, tflops_fp8=0.0, nvlink_gbps=0.0,
+                              internode_gbps=0.0, compute_capability="")
+    cluster = ClusterSpec(gpu=node_gpu, nodes=nodes, gpus_per_node=gpus_per_node)
+    findings = check_layout(layout, model=spec, cluster=cluster)
+    training = _training(config, layout)
+    if training.packed_sequences and layout.cp > 1:
+        backend = _mapping(_mapping(config.get("model")).get("backend"))
+        attn = backend.get("attn")
+        check_cp_packing(layout, spec, training, findings, attn=attn if isinstance(attn, str) else None)
+        if spec is None:
+            findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",
+                                              path="distributed.cp_size", hint="pass --model"))
+    findings += _memory_findings(layout, spec, cluster, training, gpu)
+    return findings
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _training(config: Mapping[str, Any], layout: Layout) -> TrainingSpec:
+    """The training job as far as the recipe says it; seq_length 0 when the recipe does not say."""
+    packed = _mapping(config.get("packed_sequence")).get("packed_sequence_size")
+    packed = packed if isinstance(packed, int) and not isinstance(packed, bool) and packed > 0 else 0
+    seq = packed
+    if not seq:
+        dataset = _mapping(config.get("dataset"))
+        seq = next((v for k in SEQUENCE_KEYS if isinstance(v := dataset.get(k), int) and v > 0), 0)
+    peft = _mapping(config.get("peft"))
+    rank = peft.get("dim", peft.get("rank"))
+    fp8 = _mapping(config.get("fp8"))
+    return TrainingSpec(task="peft" if peft else "sft", seq_length=seq, global_batch_size=layout.global_batch_size,
+                        packed_sequences=packed > 0, precision="fp8" if fp8.get("enabled") is True else "bf16",
+                        peft_rank=rank if isinstance(rank, int) and peft else None)
+
+
+def _memory_findings(layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec, training: TrainingSpec,
+                     gpu: GpuSpec | None) -> list[Finding]:
+    """With --gpu: does the estimated peak fit the HBM? (needs the model and a sequence length)."""
+    if gpu is None:
+        return []
+    missing = [what for what, ok in (("a model", spec is not None), ("a sequence length", training.seq_length > 0))
+               if not ok]
+    if missing:
+        return [r.SKIPPED.finding(f"memory fit not estimated: the recipe gives no {' or '.join(missing)}",
+                                  path="distributed", hint="pass --model; set packed_sequence_size or "
+                                  "dataset.seq_length")]
+    if training.precision == "fp8" and not gpu.supports_fp8:
+        training = replace(training, precision="bf16")
+    from automodel_dist.cost.model import estimate_layout
+
+    estimate = estimate_layout(Problem(model=spec, cluster=cluster, training=training, memory_headroom=0.0), layout)
+    if estimate.fits:
+        return []
+    top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
+    parts = ", ".join(f"{name} {gib:.1f}" for name, gib in top)
+    return [r.MEMORY_FIT.finding(
+        f"estimated peak {estimate.memory_gib:.1f} GiB per GPU exceeds the {gpu.name}'s {gpu.hbm_gib:.0f} GiB "
+        f"(largest parts, GiB: {parts})",
+        hint="turn on activation_checkpointing, lower local_batch_size, or shard more (tp, pp, cp, ep); "
+             "`automodel-dist compile` searches these for you")]
+
+
+def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:
+    """Schema violations the rules above did not already report (the schema owns shapes and enums)."""
+    if not (SCHEMAS_DIR / RECIPE_SCHEMA).is_file():
+        return [r.SKIPPED.finding("recipe schema not installed: shape checks skipped", path="")]
+    from automodel_dist.schema_check import schema_issues
+
+    covered = {split_path(f.path) for f in findings if f.path}
+    out = []
+    for issue in schema_issues(Document(data=_schema_view(config), filename="<recipe>"), RECIPE_SCHEMA):
+        if any(issue.path[:len(p)] == p for p in covered):
+            continue
+        out.append(r.SCHEMA.finding(issue.message, path=join_path(issue.path), hint=issue.hint,
+                                    severity=issue.severity))
+    return out
+
+
+def _schema_view(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config as AutoModel compares it: strategy, AC words and schedule names are case-insensitive."""
+    view = dict(config)
+    dist = config.get("distributed")
+    if isinstance(dist, Mapping):
+        dist = dict(dist)
+        for key in ("strategy", "activation_checkpointing"):
+            if isinstance(dist.get(key), str):
+                dist[key] = dist[key].lower()
+        pipeline = dist.get("pipeline")
+        if isinstance(pipeline, Mapping) and isinstance(pipeline.get("pp_schedule"), str):
+            dist["pipeline"] = {**pipeline, "pp_schedule": pipeline["pp_schedule"].lower()}
+        view["distributed"] = dist
+    return view
+
+
+def _located(doc: Document, findings: list[Finding]) -> list[Finding]:
+    """Each finding at the line:col of its key (or of its nearest existing parent), in file order."""
+    located = []
+    for finding in findings:
+        pos = doc.locate(finding.path) if finding.path else None
+        located.append(finding.located(*pos) if pos else finding)
+    return sorted(located, key=lambda f: (f.line is None, f.line or 0, f.col or 0))
