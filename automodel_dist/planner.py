@@ -28,8 +28,8 @@ from automodel_dist.problem import Problem
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
 
-MIN_CP_TOKENS = 1024      # below this many tokens per CP rank the attention kernels starve (and nobody does it)
-MAX_VPP = 8               # stages per pp rank explored for interleaved schedules
+MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
+MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
 THROUGHPUT_TIE = 0.01     # throughputs within 1% are a tie, broken toward the simpler layout
 ALTERNATIVES_KEPT = 100   # runner-up layouts (one per distinct structure) kept on a Plan
 BATCH_PATHS = ("step_scheduler.", "distributed.pipeline.pp_microbatch_size")
@@ -107,6 +107,23 @@ def _pinned(allowed: tuple | None, natural: Iterable) -> list:
     return sorted(allowed) if allowed is not None else list(natural)
 
 
+def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
+                vpp: int, activation_checkpointing: bool, local_batch_size: int = 1,
+                micro_batch_size: int | None = None) -> Layout:
+    """A layout with what follows from its sizes: schedule, sequence parallelism, dispatcher, global batch."""
+    model = problem.model
+    return Layout(
+        world_size=problem.cluster.world_size, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
+        dp_replicate=dp_replicate, vpp=vpp,
+        pp_schedule=None if pp == 1 else ("interleaved1f1b" if vpp > 1 else "1f1b"),
+        activation_checkpointing=activation_checkpointing,
+        sequence_parallel=strategy == "fsdp2" and tp > 1 and not model.is_moe,
+        global_batch_size=problem.training.global_batch_size,
+        local_batch_size=local_batch_size,
+        micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size,
+        dispatcher=choose_dispatcher(model, problem.cluster, ep).name)
+
+
 class _Enumerator:
     """One pass over the space for one problem; records drops, estimates and the count considered."""
 
@@ -121,7 +138,6 @@ class _Enumerator:
         self.W = cluster.world_size
         self.nvl = cluster.nvlink_domain
         self.gpn = cluster.gpus_per_node
-        self.dispatchers: dict[int, str | None] = {}
         self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training}
         self.divisor_cache: dict[int, list[int]] = {}
 
@@ -188,6 +204,10 @@ class _Enumerator:
         if pp == 1:
             lbs_all = [b for b in lbs_all if pins.allows("micro_batch_size", b)]
             return [(b, [b]) for b in lbs_all]
+        if pins.local_batch_size is None and lbs_all:
+            # Under PP the whole per-rank batch is one pipeline step: more micro batches per step only shrink
+            # the bubble, and the schedule (not the step) bounds the activations in flight.
+            lbs_all = lbs_all[-1:]
         out = []
         for mbs in _pinned(pins.micro_batch_size, _powers_of_two(max(lbs_all, default=0))):
             lbs = [b for b in lbs_all if b % mbs == 0 and b // mbs >= pp]
@@ -195,15 +215,9 @@ class _Enumerator:
                 out.append((mbs, lbs))
         return out
 
-    def dispatcher(self, ep: int) -> str | None:
-        if ep not in self.dispatchers:
-            self.dispatchers[ep] = choose_dispatcher(self.p.model, self.p.cluster, ep).name
-        return self.dispatchers[ep]
-
     # -- the walk ---------------------------------------------------------------------------------------
     def structures(self) -> Iterator[tuple[Layout, int]]:
         """Every (layout without its batch split, dp) the world size admits, in a fixed order."""
-        model, training = self.p.model, self.p.training
         for strategy in _pinned(self.p.pins.strategy, STRATEGIES):
             for tp in self.tps(strategy):
                 for pp in self.pps(strategy, tp):
@@ -212,13 +226,8 @@ class _Enumerator:
                         dp = self.W if strategy == "ddp" else self.W // denom
                         for ep, dpr, vpp, ac in product(self.eps(strategy, pp), self.dprs(strategy, tp, cp, dp),
                                                         self.vpps(pp), self.acs(strategy)):
-                            schedule = None if pp == 1 else ("interleaved1f1b" if vpp > 1 else "1f1b")
-                            yield Layout(
-                                world_size=self.W, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
-                                dp_replicate=dpr, vpp=vpp, pp_schedule=schedule, activation_checkpointing=ac,
-                                sequence_parallel=strategy == "fsdp2" and tp > 1 and not model.is_moe,
-                                global_batch_size=training.global_batch_size,
-                                dispatcher=self.dispatcher(ep)), dp
+                            yield make_layout(self.p, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
+                                              dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac), dp
 
     def run(self) -> Search:
         for base, dp in self.structures():

@@ -23,6 +23,11 @@ from automodel_dist.errors import InputError
 from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage
 from automodel_dist.problem import Problem
+from automodel_dist.targets.automodel.config import (
+    canonical_strategy,
+    normalize_activation_checkpointing,
+    translate_value,
+)
 from automodel_dist.yamlio import Document, dump_yaml, load_document, to_plain
 
 DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
@@ -50,7 +55,6 @@ STRATEGY_KEYS = {
 }
 LAYOUT_KEYS = ("strategy", "dp_size", "tp_size", "pp_size", "cp_size", "ep_size", "dp_replicate_size",
                "sequence_parallel", "activation_checkpointing", "pipeline", "moe")
-STRATEGY_ALIASES = {"megatron-fsdp": "megatron_fsdp", "mfsdp": "megatron_fsdp"}
 
 # Where each intent pin lands in the recipe (for base-recipe contradictions).
 PIN_PATHS = {
@@ -65,22 +69,51 @@ PIN_PATHS = {
     "micro_batch_size": "distributed.pipeline.pp_microbatch_size",
 }
 SIZE_PINS = ("tp", "pp", "cp", "ep", "dp_replicate")
-AC_TRUE = ("true", "on", "full", "enabled", "yes", "selective")
 
 PinWhere = Callable[[str], str]
+COMMENT_COLUMN_MAX = 48
 
 
 class _Section:
-    """A CommentedMap being filled: `put(key, value, why)` writes the value and its reason."""
+    """A CommentedMap being filled: `put(key, value, why)` writes the value and remembers its reason.
 
-    def __init__(self, data: CommentedMap | None = None) -> None:
-        self.data = CommentedMap() if data is None else data
+    `finish()` attaches the reasons as end-of-line comments aligned in one column per block.
+    """
+
+    def __init__(self) -> None:
+        self.data = CommentedMap()
+        self.why: dict[str, str] = {}
+        self.children: dict[str, _Section] = {}
 
     def put(self, key: str, value: Any, why: str | None = None) -> _Section:
-        self.data[key] = value.data if isinstance(value, _Section) else value
+        if isinstance(value, _Section):
+            self.children[key] = value
+            value = value.data
+        self.data[key] = value
         if why:
-            self.data.yaml_add_eol_comment(why, key)
+            self.why[key] = why
         return self
+
+    def finish(self, depth: int = 0) -> CommentedMap:
+        indent = 2 * depth
+        widths = [indent + len(key) + 2 + len(_rendered(self.data[key])) for key in self.why
+                  if not isinstance(self.data[key], (Mapping, list))]
+        column = min(max(widths, default=0) + 2, COMMENT_COLUMN_MAX)
+        for key, why in self.why.items():
+            nested = isinstance(self.data[key], (Mapping, list))
+            own = indent + len(key) + (1 if nested else 2 + len(_rendered(self.data[key])))
+            self.data.yaml_add_eol_comment(why, key, column=max(own + 2, column if not nested else own + 2))
+        for child in self.children.values():
+            child.finish(depth + 1)
+        return self.data
+
+
+def _rendered(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
 
 
 def _pinned(problem: Problem, name: str) -> bool:
@@ -205,12 +238,11 @@ def _pipeline(problem: Problem, layout: Layout) -> _Section:
     return p
 
 
-def _model(problem: Problem, layout: Layout) -> _Section:
+def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
     model, cluster = problem.model, problem.cluster
     m = _Section()
     m.put("_target_", MODEL_TARGET)
-    m.put("pretrained_model_name_or_path", getattr(model, "hf_id", None) or model.name,
-          "the intent's model")
+    m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
     fp8 = problem.training.precision == "fp8"
     if model.is_moe:
         b = _Section().put("_target_", BACKEND_TARGET)
@@ -260,12 +292,12 @@ def _peft(problem: Problem) -> _Section:
     return s
 
 
-def build_recipe(problem: Problem, layout: Layout) -> CommentedMap:
+def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) -> CommentedMap:
     """The whole recipe as a commented mapping (no header)."""
     model, training = problem.model, problem.training
     r = _Section()
     r.put("recipe", RECIPE_CLASS)
-    r.put("model", _model(problem, layout))
+    r.put("model", _model(problem, layout, model_id))
     if training.is_peft:
         r.put("peft", _peft(problem), "task: peft")
     if training.precision == "fp8" and not model.is_moe:
@@ -282,19 +314,19 @@ def build_recipe(problem: Problem, layout: Layout) -> CommentedMap:
           .put("model_save_format", "safetensors"))
     r.put("loss_fn", _Section().put("_target_", "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy"))
     dataset = _Section()
-    dataset.put("_target_", MOCK_DATASET_TARGET, "PLACEHOLDER: synthetic tokens so the recipe runs; "
-                "replace with your dataset")
+    dataset.put("_target_", MOCK_DATASET_TARGET)
     dataset.put("vocab_size", model.vocab_size).put("seq_len", training.seq_length)
     dataset.put("num_samples", 1000000).put("batch_size", layout.local_batch_size, "= local_batch_size")
-    r.put("dataset", dataset, "PLACEHOLDER: replace with your data")
+    r.put("dataset", dataset, "PLACEHOLDER: synthetic tokens so the recipe runs as is; replace with your data")
     r.put("dataloader", _Section().put("_target_", "torch.utils.data.DataLoader")
           .put("batch_size", None, "the mock dataset yields whole batches"))
     lr = 1.0e-4 if training.is_peft else (3.0e-4 if training.task == "pretrain" else 1.0e-5)
     r.put("optimizer", _Section().put("_target_", "torch.optim.AdamW").put("lr", lr, "placeholder: tune")
           .put("betas", [0.9, 0.95]).put("weight_decay", 0.01))
-    for key in list(r.data)[1:]:
-        r.data.yaml_set_comment_before_after_key(key, before="\n")
-    return r.data
+    data = r.finish()
+    for key in list(data)[1:]:
+        data.yaml_set_comment_before_after_key(key, before="\n")
+    return data
 
 
 def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str) -> str:
@@ -319,17 +351,16 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
 
 # -- merging into a base recipe ---------------------------------------------------------------------------
 def _normalized_pin_value(name: str, value: Any) -> Any:
+    """A base recipe's value as the pin would say it (null sizes are 1, strategy aliases, AC spellings)."""
     if name in SIZE_PINS:
-        if value is None or (isinstance(value, str) and value.lower() == "none"):
-            return 1
-        return value if isinstance(value, int) and value > 0 else 1
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
     if name == "strategy":
-        text = str(value).lower()
-        return STRATEGY_ALIASES.get(text, text)
+        return canonical_strategy(value) or value
     if name == "activation_checkpointing":
-        if isinstance(value, str):
-            return value.lower().replace("-", "_") in AC_TRUE
-        return bool(value)
+        try:
+            return bool(normalize_activation_checkpointing(value))
+        except ValueError:
+            return value
     return value
 
 
@@ -349,7 +380,7 @@ def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWher
         present, raw = _get(base.data, path)
         if allowed is None or not present:
             continue
-        value = _normalized_pin_value(name, to_plain(raw))
+        value = _normalized_pin_value(name, translate_value(to_plain(raw)))
         if value not in allowed:
             pinned = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in allowed)
             where_pin = pin_where(name) if pin_where else f"parallelism.{name}"
@@ -409,9 +440,14 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
-                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None) -> tuple[str, dict]:
-    """(recipe YAML text, the same recipe as a plain mapping). `base`: a path, YAML text, mapping or Document."""
-    ours = build_recipe(problem, layout)
+                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None,
+                model_id: str | None = None) -> tuple[str, dict]:
+    """(recipe YAML text, the same recipe as a plain mapping).
+
+    `base`: a path, YAML text, mapping or Document to merge into; `pin_where(name)` locates an intent pin;
+    `model_id`: what `pretrained_model_name_or_path` loads (default: the model's name).
+    """
+    ours = build_recipe(problem, layout, model_id)
     if base is not None:
         doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
         check_base_against_pins(problem, doc, pin_where)

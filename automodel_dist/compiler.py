@@ -1,0 +1,141 @@
+"""The compiler's front door: intent -> Problem -> Plan -> AutoModel recipe, and `estimate` of a pinned intent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.errors import InputError, ValidationFailed
+from automodel_dist.findings import ERROR, Report
+from automodel_dist.intent import Intent, load_intent, resolve_intent
+from automodel_dist.layout import Layout
+from automodel_dist.planner import Candidate, make_layout, plan
+from automodel_dist.problem import Problem
+from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe
+
+Source = str | Path | Mapping[str, Any]
+
+
+@dataclass
+class CompileResult:
+    """The recipe (text and mapping), the chosen layout with its estimate, and what else was weighed."""
+
+    yaml: str
+    recipe: dict[str, Any]
+    layout: Layout
+    estimate: Estimate
+    alternatives: list[Candidate]
+    pruned: dict[str, int]
+    problem: Problem
+    intent: Intent
+    considered: int
+    feasible: int = 0
+    reasons: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "layout": layout_json(self.layout),
+            "estimate": self.estimate.to_json(),
+            "alternatives": [{"layout": layout_json(c.layout), "estimate": c.estimate.to_json()}
+                             for c in self.alternatives],
+            "pruned": self.pruned,
+            "considered": self.considered,
+            "feasible": self.feasible,
+        }
+
+
+def layout_json(layout: Layout) -> dict[str, Any]:
+    """The layout's fields plus the sizes derived from them."""
+    fields = {name: getattr(layout, name) for name in layout.__dataclass_fields__}
+    derived = {"dp": layout.dp, "dp_shard": layout.dp_shard, "ep_shard": layout.ep_shard,
+               "grad_accumulation": layout.grad_accumulation, "n_microbatches": layout.n_microbatches}
+    return {**fields, **derived}
+
+
+def model_id(intent: Intent, problem: Problem) -> str:
+    """What the recipe loads: the intent's Hugging Face id or path, or the preset's Hugging Face id."""
+    from automodel_dist.catalog.models import get_preset
+
+    ref = intent.model_ref
+    if isinstance(ref, Mapping):
+        ref = ref.get("preset") or ref.get("_name_or_path")
+    if not isinstance(ref, str):
+        return problem.model.name
+    if "/" in ref or ref.endswith(".json"):
+        return ref
+    try:
+        preset = get_preset(ref)
+    except InputError:
+        return ref
+    return next((alias.id for alias in preset.aliases if "/" in alias.id), ref)
+
+
+def _pin_where(intent: Intent) -> Any:
+    return lambda name: intent.where(f"parallelism.{name}")
+
+
+def compile_intent(source: Source, overrides: Iterable[str] = (), *,
+                   schema_ref: str = DEFAULT_SCHEMA_REF) -> CompileResult:
+    """Compile an intent (path, YAML text or mapping) into an AutoModel recipe.
+
+    Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
+    """
+    intent = load_intent(source, tuple(overrides))
+    problem = resolve_intent(intent)
+    result = plan(problem)
+    best = result.best
+    yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=intent.base_recipe,
+                                    schema_ref=schema_ref, pin_where=_pin_where(intent),
+                                    model_id=model_id(intent, problem))
+    return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
+                         alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,
+                         considered=result.considered, feasible=result.feasible, reasons=result.reasons)
+
+
+def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
+    """The one layout an intent's pins fix; pins that leave a choice open are an InputError naming them."""
+    pins = problem.pins
+    required = ["strategy", "tp", "pp", "cp", "dp_replicate", "activation_checkpointing", "local_batch_size"]
+    if problem.model.is_moe:
+        required.append("ep")
+    if pins.pp is not None and max(pins.pp) > 1:
+        required += ["vpp", "micro_batch_size"]
+    open_pins = [name for name in required if getattr(pins, name) is None or len(getattr(pins, name)) != 1]
+    if open_pins:
+        raise InputError(f"estimate needs each parallelism choice pinned to one value; still open: "
+                         f"{', '.join(open_pins)}",
+                         where=intent.where("parallelism") if intent else "parallelism",
+                         hint="pin each to a single value under `parallelism:` (compile chooses them for you)")
+
+    def one(name: str, default: Any) -> Any:
+        allowed = getattr(pins, name)
+        return allowed[0] if allowed else default
+
+    return make_layout(problem, strategy=one("strategy", "fsdp2"), tp=one("tp", 1), pp=one("pp", 1),
+                       cp=one("cp", 1), ep=one("ep", 1), dp_replicate=one("dp_replicate", 1), vpp=one("vpp", 1),
+                       activation_checkpointing=one("activation_checkpointing", False),
+                       local_batch_size=one("local_batch_size", 1), micro_batch_size=one("micro_batch_size", None))
+
+
+def estimate(source: Source, overrides: Iterable[str] = ()) -> Estimate:
+    """Memory and time of the layout the intent pins; never refuses for not fitting (`fits: false`)."""
+    from automodel_dist.cost.model import estimate_layout
+    from automodel_dist.rules import check_layout
+
+    intent = load_intent(source, tuple(overrides))
+    problem = resolve_intent(intent)
+    layout = pinned_layout(problem, intent)
+    findings = check_layout(layout, model=problem.model, cluster=problem.cluster, training=problem.training)
+    errors = [f for f in findings if f.severity == ERROR]
+    if errors:
+        listing = "\n".join(f"  {f.rule} ({f.path}): {f.message}" + (f"\n    hint: {f.hint}" if f.hint else "")
+                            for f in errors)
+        raise ValidationFailed(f"the pinned layout {layout.short()} breaks {len(errors)} rule(s):\n{listing}",
+                               report=Report(findings=findings))
+    return estimate_layout(problem, layout)
+
+

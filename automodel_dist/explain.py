@@ -1,0 +1,77 @@
+"""`explain`: why the winner won. The winner and the next layouts side by side, and what the rules pruned."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from automodel_dist.compiler import CompileResult, layout_json
+from automodel_dist.infeasible import largest_parts
+from automodel_dist.planner import Candidate
+
+COLUMNS = ("#", "layout", "peak GiB", "largest memory parts (GiB)", "step s", "tok/s/GPU", "TFLOP/s", "MFU",
+           "bound")
+
+
+def _row(rank: str, c: Candidate) -> list[str]:
+    est = c.estimate
+    return [rank, c.layout.short(), f"{est.memory_gib:.1f}", largest_parts(est.memory), f"{est.step_time_s:.2f}",
+            f"{est.tokens_per_s_per_gpu:,.0f}", f"{est.tflops_per_gpu:.0f}", f"{est.mfu:.0%}", est.bound]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return {"layout": layout_json(c.layout), "label": c.layout.short(), "estimate": c.estimate.to_json()}
+
+
+def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
+    problem = result.problem
+    return {
+        "model": problem.model.name,
+        "gpu": problem.cluster.gpu.name,
+        "world_size": problem.cluster.world_size,
+        "objective": problem.objective,
+        "considered": result.considered,
+        "feasible": result.feasible,
+        "winner": _candidate_json(Candidate(result.layout, result.estimate)),
+        "alternatives": [_candidate_json(c) for c in result.alternatives[:top]],
+        "pruned": result.pruned,
+        "pruned_examples": result.reasons or {},
+    }
+
+
+def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
+    """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
+    if fmt == "json":
+        return json.dumps(explain_json(result, top), indent=2) + "\n"
+    problem = result.problem
+    cluster, training = problem.cluster, problem.training
+    dropped = sum(result.pruned.values())
+    est = result.estimate
+    lines = [
+        f"{problem.model.name} on {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
+        f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
+        f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}",
+        f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
+        f"{problem.memory_headroom:.0%} headroom",
+        f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
+        f"tokens/s/GPU, bound by {est.bound}",
+        "",
+    ]
+    rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate))]
+    rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
+    lines += _table(rows)
+    lines.append("")
+    if result.pruned:
+        lines.append("layouts pruned, by rule (a layout breaking several rules counts under each):")
+        width = max(len(rule) for rule in result.pruned)
+        examples = result.reasons or {}
+        for rule, count in sorted(result.pruned.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  {rule.ljust(width)}  {count:>6}  e.g. {examples.get(rule, '')}")
+    else:
+        lines.append("no layout was pruned by a rule")
+    return "\n".join(lines) + "\n"
