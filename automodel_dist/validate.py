@@ -23,12 +23,11 @@ from automodel_dist.rules import registry as r
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
 from automodel_dist.targets.automodel.config import resolve_config
-from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
+from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.yamlio import Document, join_path, load_document, split_path
 
 RECIPE_SCHEMA = "automodel-recipe.schema.json"
 MODEL_KEY = "model.pretrained_model_name_or_path"
-SEQUENCE_KEYS = ("seq_length", "max_length", "seq_len", "max_seq_length")
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
@@ -49,8 +48,12 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
         findings.append(r.SKIPPED.finding("layout rules skipped: the distributed section cannot be read until "
                                           "the errors above are fixed", path="distributed"))
     else:
-        layout = _layout(doc, config, world_size, spec)
-        findings += _layout_findings(config, layout, spec, gpu_spec, gpus_per_node)
+        try:
+            layout = layout_from_config(config, world_size=world_size, model=spec)
+            training = training_from_config(config, global_batch_size=layout.global_batch_size)
+        except RecipeValueError as exc:
+            raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+        findings += _layout_findings(config, layout, training, spec, gpu_spec, gpus_per_node)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
 
@@ -92,22 +95,15 @@ def _gpu(name: str | None) -> GpuSpec | None:
     return get_gpu(name, where="--gpu")
 
 
-def _layout(doc: Document, config: Mapping[str, Any], world_size: int, spec: ModelSpec | None) -> Layout:
-    try:
-        return layout_from_config(config, world_size=world_size, model=spec)
-    except RecipeValueError as exc:
-        raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
-
-
-def _layout_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec | None, gpu: GpuSpec | None,
-                     gpus_per_node: int) -> list[Finding]:
+def _layout_findings(config: Mapping[str, Any], layout: Layout, training: TrainingSpec, spec: ModelSpec | None,
+                     gpu: GpuSpec | None, gpus_per_node: int) -> list[Finding]:
     nodes = -(-layout.world_size // gpus_per_node)
     node_gpu = gpu or GpuSpec(name="unspecified", hbm_gib=0.0, gpus_per_node=gpus_per_node,
                               nvlink_domain=gpus_per_node, tflops_bf16=0.0, tflops_fp8=0.0, nvlink_gbps=0.0,
                               internode_gbps=0.0, compute_capability="")
     cluster = ClusterSpec(gpu=node_gpu, nodes=nodes, gpus_per_node=gpus_per_node)
     findings = check_layout(layout, model=spec, cluster=cluster)
-    training = _training(config, layout)
+    training = training_from_config(config, global_batch_size=layout.global_batch_size)
     if training.packed_sequences and layout.cp > 1:
         backend = _mapping(_mapping(config.get("model")).get("backend"))
         attn = backend.get("attn")
@@ -121,22 +117,6 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _training(config: Mapping[str, Any], layout: Layout) -> TrainingSpec:
-    """The training job as far as the recipe says it; seq_length 0 when the recipe does not say."""
-    packed = _mapping(config.get("packed_sequence")).get("packed_sequence_size")
-    packed = packed if isinstance(packed, int) and not isinstance(packed, bool) and packed > 0 else 0
-    seq = packed
-    if not seq:
-        dataset = _mapping(config.get("dataset"))
-        seq = next((v for k in SEQUENCE_KEYS if isinstance(v := dataset.get(k), int) and v > 0), 0)
-    peft = _mapping(config.get("peft"))
-    rank = peft.get("dim", peft.get("rank"))
-    fp8 = _mapping(config.get("fp8"))
-    return TrainingSpec(task="peft" if peft else "sft", seq_length=seq, global_batch_size=layout.global_batch_size,
-                        packed_sequences=packed > 0, precision="fp8" if fp8.get("enabled") is True else "bf16",
-                        peft_rank=rank if isinstance(rank, int) and peft else None)
 
 
 def _memory_findings(layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec, training: TrainingSpec,

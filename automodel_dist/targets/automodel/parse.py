@@ -14,6 +14,7 @@ from typing import Any
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.layout import MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import (
     canonical_strategy,
     load_config,
@@ -23,6 +24,7 @@ from automodel_dist.targets.automodel.config import (
 SIZE_KEYS = ("tp_size", "pp_size", "cp_size", "ep_size")
 DEFAULT_GLOBAL_BATCH = 32  # StepSchedulerConfig default
 DEFAULT_SCHEDULE = "1f1b"  # PipelineConfig default
+SEQUENCE_KEYS = ("seq_length", "max_length", "seq_len", "max_seq_length")  # dataset keys naming the length
 
 
 class RecipeValueError(InputError):
@@ -89,6 +91,21 @@ def layout_from_config(config: Mapping[str, Any], *, world_size: int, model: Mod
                   activation_checkpointing=bool(ac), sequence_parallel=sequence_parallel,
                   global_batch_size=global_batch, local_batch_size=local_batch, micro_batch_size=micro_batch,
                   dispatcher=dispatcher)
+
+
+def training_from_config(config: Mapping[str, Any], *, global_batch_size: int) -> TrainingSpec:
+    """The training job as far as a recipe says it (seq_length 0 when it does not say)."""
+    packed = _int(section(config, "packed_sequence"), "packed_sequence_size", 0, "packed_sequence")
+    seq = max(packed, 0)
+    if not seq:
+        dataset = section(config, "dataset")
+        seq = next((v for k in SEQUENCE_KEYS if isinstance(v := dataset.get(k), int) and v > 0), 0)
+    peft = section(config, "peft")
+    rank = peft.get("dim", peft.get("rank"))
+    fp8 = section(config, "fp8")
+    return TrainingSpec(task="peft" if peft else "sft", seq_length=seq, global_batch_size=global_batch_size,
+                        packed_sequences=packed > 0, precision="fp8" if fp8.get("enabled") is True else "bf16",
+                        peft_rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and peft else None)
 
 
 def section(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -1,0 +1,273 @@
+"""Every rule fires on a case that breaks it, and stays quiet on the valid neighbour one step away.
+
+Layout rules are driven through `check_layout` (what the planner calls); recipe rules through
+`validate_recipe` on a mapping (the whole chain: env resolution, value translation, parse, rules).
+A final test checks that every registered rule id has a case here.
+"""
+
+from __future__ import annotations
+
+import copy
+import timeit
+from typing import Any
+
+import pytest
+
+from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.models import resolve_model
+from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.findings import ERROR
+from automodel_dist.layout import Layout
+from automodel_dist.problem import TrainingSpec
+from automodel_dist.rules import RULES, check_layout
+from automodel_dist.validate import validate_recipe
+
+LLAMA_8B = resolve_model("llama-3.1-8b")      # 32 layers, 32 heads, 8 KV heads, untied
+LLAMA_1B = resolve_model("llama-3.2-1b")      # tied embeddings
+QWEN3_MOE = resolve_model("qwen3-30b-a3b")    # 128 routed experts
+MIXTRAL = resolve_model("mixtral-8x7b")       # 8 experts, served by Hugging Face code (no packed CP)
+H100_2_NODES = ClusterSpec(get_gpu("h100-80gb"), nodes=2, gpus_per_node=8)
+GB200_RACK = ClusterSpec(get_gpu("gb200-nvl72"), nodes=4, gpus_per_node=4)
+PACKED_4K = TrainingSpec(seq_length=4096, packed_sequences=True)
+
+
+def lay(world: int = 8, **fields: Any) -> Layout:
+    """A layout whose batch sizes divide out unless a case says otherwise."""
+    fields.setdefault("global_batch_size", 1024)
+    return Layout(world_size=world, **fields)
+
+
+PP = {"pp_schedule": "1f1b", "local_batch_size": 8}
+LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
+    ("am-r9-world-divisible", lay(tp=3), lay(tp=2), {}),
+    ("am-r9-world-divisible", lay(strategy="megatron_fsdp", cp=3), lay(strategy="megatron_fsdp", cp=2), {}),
+    ("mesh-world-product", lay(tp=2, dp_size=2), lay(tp=2, dp_size=4), {}),
+    ("mesh-world-product", lay(dp_size=16), lay(dp_size=8), {}),
+    ("am-r10-hsdp-needs-fsdp2", lay(strategy="megatron_fsdp", dp_replicate=2), lay(dp_replicate=2), {}),
+    ("am-r11-strategy-feature", lay(strategy="ddp", tp=2), lay(strategy="ddp"), {}),
+    ("am-r11-strategy-feature", lay(strategy="megatron_fsdp", pp=2, **PP), lay(pp=2, **PP), {}),
+    ("am-r11-strategy-feature", lay(strategy="megatron_fsdp", ep=2), lay(ep=2), {}),
+    ("am-r12-dp-replicate-multiple", lay(tp=2, dp_replicate=3), lay(tp=2, dp_replicate=2), {}),
+    ("am-r12-dp-replicate-below-dp", lay(dp_replicate=8), lay(dp_replicate=4), {}),
+    ("am-r13-ep-divides-non-pp", lay(tp=2, ep=3), lay(tp=2, ep=4), {}),
+    ("am-r13-ep-divides-non-pp", lay(16, pp=2, ep=16, **PP), lay(16, pp=2, ep=8, **PP), {}),
+    ("am-r3-unknown-option", lay(strategy="megatron_fsdp", sequence_parallel=True),
+     lay(sequence_parallel=True), {}),
+    ("am-r27-moe-tp-sequence-parallel", lay(16, tp=2, ep=8, sequence_parallel=True), lay(16, tp=2, ep=8), {}),
+    ("mfsdp-ac-skipped", lay(strategy="megatron_fsdp", activation_checkpointing=True),
+     lay(activation_checkpointing=True), {}),
+    ("am-r31-lbs-divisible-by-mbs", lay(pp=2, pp_schedule="1f1b", local_batch_size=5, micro_batch_size=2),
+     lay(pp=2, pp_schedule="1f1b", local_batch_size=4, micro_batch_size=2), {}),
+    ("am-r18-pp-microbatches", lay(pp=4, pp_schedule="1f1b", local_batch_size=2),
+     lay(pp=4, pp_schedule="1f1b", local_batch_size=4), {}),
+    ("am-r33-stages-per-rank", lay(pp=2, pp_schedule="interleaved1f1b", local_batch_size=8),
+     lay(pp=2, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=8), {}),
+    ("am-r33-stages-per-rank", lay(pp=2, vpp=2, **PP), lay(pp=2, **PP), {}),
+    ("am-r33-stages-per-rank", lay(pp=2, pp_schedule="zbvzerobubble", vpp=3, local_batch_size=8),
+     lay(pp=2, pp_schedule="zbvzerobubble", vpp=2, local_batch_size=8), {}),
+    ("am-r35-microbatches-below-stages", lay(pp=2, pp_schedule="interleaved1f1b", vpp=4, local_batch_size=2),
+     lay(pp=2, pp_schedule="interleaved1f1b", vpp=4, local_batch_size=4), {}),
+    ("am-r39-gbs-divisible", lay(global_batch_size=12), lay(global_batch_size=16), {}),
+    ("am-r39-gbs-divisible", lay(strategy="ddp", global_batch_size=4), lay(strategy="ddp", global_batch_size=8), {}),
+    ("am-r37-mok-world", lay(6, dispatcher="mok", global_batch_size=6), lay(8, dispatcher="mok"), {}),
+    ("am-r24-tp-divides-heads", lay(16, tp=16), lay(16, tp=8), {"model": LLAMA_8B}),
+    ("am-r22-ep-needs-moe", lay(ep=2), lay(ep=2), {"model": LLAMA_8B, "good_model": QWEN3_MOE}),
+    ("am-r26-ep-divides-experts", lay(16, ep=16), lay(16, ep=8), {"model": MIXTRAL}),
+    ("am-r34-stages-exceed-layers", lay(16, pp=16, pp_schedule="interleaved1f1b", vpp=4, local_batch_size=64),
+     lay(16, pp=16, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=64), {"model": LLAMA_8B}),
+    ("am-r36-pp-tied-embeddings", lay(pp=2, **PP), lay(pp=2, **PP), {"model": LLAMA_1B, "good_model": LLAMA_8B}),
+    ("am-r20-cp-packing-support", lay(cp=2), lay(cp=2),
+     {"model": MIXTRAL, "good_model": LLAMA_8B, "training": PACKED_4K}),
+    ("pack-seq-divisible-by-2cp", lay(cp=4), lay(cp=4),
+     {"training": TrainingSpec(seq_length=4100, packed_sequences=True), "good_training": PACKED_4K}),
+    ("topo-tp-crosses-node", lay(16, tp=16), lay(16, tp=8), {"cluster": H100_2_NODES}),
+    ("topo-tp-crosses-node", lay(16, tp=16), lay(16, tp=16),  # 16 GPUs, 4 per node
+     {"cluster": GB200_RACK, "good_cluster": ClusterSpec(get_gpu("h100-80gb"), nodes=1, gpus_per_node=16)}),
+    ("topo-ep-leaves-nvlink", lay(16, ep=16), lay(16, ep=8), {"cluster": H100_2_NODES}),
+    ("topo-ep-leaves-nvlink", lay(16, ep=16), lay(16, ep=16), {"cluster": H100_2_NODES, "good_cluster": GB200_RACK}),
+]
+
+
+def _kwargs(extra: dict[str, Any], good: bool) -> dict[str, Any]:
+    out = {}
+    for key in ("model", "cluster", "training"):
+        value = extra.get(f"good_{key}", extra.get(key)) if good else extra.get(key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+@pytest.mark.parametrize(("rule", "bad", "good", "extra"), LAYOUT_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(LAYOUT_CASES)])
+def test_layout_rule_fires_and_neighbour_passes(rule: str, bad: Layout, good: Layout, extra: dict[str, Any]) -> None:
+    fired = check_layout(bad, **_kwargs(extra, good=False))
+    assert rule in {f.rule for f in fired}
+    finding = next(f for f in fired if f.rule == rule)
+    assert finding.severity == RULES[rule].severity
+    assert finding.message and finding.hint and finding.path
+    clean = check_layout(good, **_kwargs(extra, good=True))
+    assert rule not in {f.rule for f in clean}
+    assert [f for f in clean if f.severity == ERROR] == []
+
+
+def test_automodel_wording_is_formatted_with_the_values() -> None:
+    [finding] = check_layout(lay(tp=2, ep=3))
+    assert finding.automodel_message == "non_pp_size=8 must be a multiple of ep_size=3"
+    assert "1, 2, 4, 8" in finding.hint
+    [finding] = check_layout(lay(tp=3))
+    assert finding.automodel_message == ("world_size (8) must be divisible by (tp_size * cp_size * pp_size) "
+                                         "(3 * 1 * 1 = 3)")
+
+
+def test_valid_layout_is_fast() -> None:
+    layout = lay(64, tp=2, pp=2, ep=8, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=4)
+    kwargs = {"model": QWEN3_MOE, "cluster": ClusterSpec(get_gpu("h100-80gb"), nodes=8, gpus_per_node=8),
+              "training": PACKED_4K}
+    assert check_layout(layout, **kwargs) == []
+    per_call = min(timeit.repeat(lambda: check_layout(layout, **kwargs), number=2000, repeat=3)) / 2000
+    assert per_call < 20e-6, f"check_layout took {per_call * 1e6:.1f} µs on a valid layout"
+
+
+# --------------------------------------------------------------------------------------------------
+# Recipe rules, through validate_recipe
+# --------------------------------------------------------------------------------------------------
+BASE = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
+        "distributed": {"strategy": "fsdp2"},
+        "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
+DELETE = object()
+PIPE = {"distributed.pp_size": 2, "step_scheduler.local_batch_size": 4}
+
+
+def recipe(changes: dict[str, Any]) -> dict[str, Any]:
+    """BASE with dotted keys set (DELETE removes a key)."""
+    out = copy.deepcopy(BASE)
+    for dotted, value in changes.items():
+        node = out
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return out
+
+
+RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = [
+    ("am-r1-recipe-target", {"recipe": DELETE}, {}, {}),
+    ("am-r1-recipe-target", {"recipe": {"_target_": ""}}, {"recipe": {"_target_": "pkg.Recipe"}}, {}),
+    ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
+     {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
+    ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
+     {"checkpoint.checkpoint_dir": "${oc.env:AMD_TEST_UNSET_DIR,/tmp}/ckpt"}, {}),
+    ("am-distributed-missing", {"distributed": DELETE}, {}, {}),
+    ("am-r3-unknown-strategy", {"distributed.strategy": "zero3"}, {"distributed.strategy": "MFSDP"}, {}),
+    ("am-r3-unknown-strategy", {"distributed.strategy": None}, {"distributed.strategy": "FSDP2"}, {}),
+    ("am-r3-unknown-option", {"distributed.sequence_paralel": True}, {"distributed.sequence_parallel": True}, {}),
+    ("am-r3-unknown-option", {"distributed.strategy": "megatron_fsdp", "distributed.sequence_parallel": False},
+     {"distributed.strategy": "megatron_fsdp", "distributed.overlap_grad_reduce": False}, {}),
+    ("am-pipeline-unknown-key", {**PIPE, "distributed.pipeline": {"pp_schedul": "1f1b"}},
+     {**PIPE, "distributed.pipeline": {"pp_schedule": "1f1b"}}, {}),
+    ("am-moe-unknown-key", {"distributed.ep_size": 2, "distributed.moe": {"wrap_outer": True}},
+     {"distributed.ep_size": 1, "distributed.moe": {"wrap_outer": True}}, {}),  # ep 1 drops the block
+    ("am-r4-ac-value", {"distributed.activation_checkpointing": "sometimes"},
+     {"distributed.activation_checkpointing": "Full"}, {}),
+    ("am-r5-selective-ac", {"distributed.strategy": "megatron_fsdp", "distributed.activation_checkpointing":
+                            "selective"}, {"distributed.activation_checkpointing": "selective"}, {}),
+    ("am-r6-pipeline-missing", PIPE, {**PIPE, "distributed.pipeline": {}}, {}),
+    ("am-r6-pipeline-ignored", {"distributed.pipeline": {}}, {"distributed.pipeline": None}, {}),
+    ("am-r7-ac-scope", {"distributed.activation_checkpointing_scope": "language,bogus"},
+     {"distributed.activation_checkpointing_scope": "language+vision"}, {}),
+    ("am-r7-ac-scope", {"distributed.activation_checkpointing_scope": ["all", "vision"]},
+     {"distributed.activation_checkpointing_scope": ["language", "vision"]}, {}),
+    ("am-r8-multimodal", {"distributed.multimodal": {"frozen_sharding": "rooot"}},
+     {"distributed.multimodal": {"frozen_sharding": "per_layer"}}, {}),
+    ("am-dtype-string", {"distributed.mp_policy": {"param_dtype": "fp32"}},
+     {"distributed.mp_policy": {"param_dtype": "torch.BFloat16"}}, {}),
+    ("am-r32-schedule-name", {**PIPE, "distributed.pipeline": {"pp_schedule": "interleaved_1f1b"}},
+     {**PIPE, "distributed.pipeline": {"pp_schedule": "Interleaved1F1B"}}, {}),
+    ("am-r32-schedule-name", {**PIPE, "distributed.pipeline": {"pp_schedule": None}},
+     {**PIPE, "distributed.pipeline": {"pp_schedule": "GPipe"}}, {}),
+    ("am-r33-virtual-stages",
+     {**PIPE, "distributed.pipeline": {"pp_schedule": "interleaved1f1b", "layers_per_stage": 5}},
+     {**PIPE, "distributed.pipeline": {"pp_schedule": "interleaved1f1b", "layers_per_stage": 8}},
+     {"model": "llama-3.1-8b"}),
+    ("am-r33-virtual-stages",
+     {**PIPE, "distributed.pipeline": {"layers_per_stage": 5, "round_virtual_stages_to_pp_multiple": "nearest"}},
+     {**PIPE, "distributed.pipeline": {"layers_per_stage": 11, "round_virtual_stages_to_pp_multiple": "down"}},
+     {"model": "llama-3.1-8b"}),
+    ("am-r23-async-tp-needs-sp", {"distributed.tp_size": 2, "distributed.enable_async_tensor_parallel": True},
+     {"distributed.tp_size": 2, "distributed.enable_async_tensor_parallel": True,
+      "distributed.sequence_parallel": True}, {}),
+    ("am-r27-moe-async-tp", {"distributed.tp_size": 2, "distributed.ep_size": 4,
+                             "distributed.enable_async_tensor_parallel": True},
+     {"distributed.tp_size": 2, "distributed.ep_size": 4}, {}),
+    ("am-r21-embedding-repair-pp", {**PIPE, "distributed.pipeline": {}, "embedding_row_repair": {"enabled": True}},
+     {"embedding_row_repair": {"enabled": True}}, {}),
+    ("am-r38-te-fp8", {"model.backend": {"linear": "torch", "experts": "torch_mm", "te_fp8": {"recipe": "current"}}},
+     {"model.backend": {"linear": "te", "te_fp8": {"recipe": "current"}}}, {}),
+    ("am-r38-te-fp8", {"model.backend": {"linear": "torch", "experts": "te", "dispatcher": "torch",
+                                         "te_fp8": {"recipe": "block"}}},
+     {"model.backend": {"linear": "torch", "experts": "te", "dispatcher": "deepep", "te_fp8": {"recipe": "block"}}},
+     {}),
+    ("am-r38-cuda-graph", {"model.backend": {"cuda_graph": {"modules": ["attn", "te_dpa"]}}},
+     {"model.backend": {"cuda_graph": {"modules": ["te_dpa"]}}}, {}),
+    ("am-r38-cuda-graph", {"model.backend": {"cuda_graph": {"modules": ["moe_router", "moe_preprocess"]},
+                                             "dispatcher": "deepep"}},
+     {"model.backend": {"cuda_graph": {"modules": ["moe_router", "moe_preprocess"]}, "dispatcher": "hybridep"}}, {}),
+    ("am-r38-mok-config", {"model.backend": {"mok": {"minibatch_size": 1000}}},
+     {"model.backend": {"mok": {"minibatch_size": 1024, "macrobatch_size": 131072}}}, {}),
+    ("am-r39-step-scheduler-positive", {"step_scheduler.local_batch_size": 0}, {}, {}),
+    ("am-r39-step-scheduler-positive", {"step_scheduler.max_steps": -5}, {"step_scheduler.max_steps": 5}, {}),
+    ("am-r40-packing-strategy", {"packed_sequence": {"packed_sequence_size": 0, "packing_strategy": "fancy"}},
+     {"packed_sequence": {"packed_sequence_size": 0, "packing_strategy": "neat"}}, {}),
+    ("am-r41-checkpoint", {"checkpoint.model_save_format": "pickle"}, {"checkpoint.model_save_format": "torch_save"},
+     {}),
+    ("am-r41-checkpoint", {"checkpoint.max_recent_checkpoints": 0}, {"checkpoint.max_recent_checkpoints": 3}, {}),
+    ("dist-env-timeout", {}, {"dist_env.timeout_minutes": 30}, {"world_size": 16}),
+    ("ddp-dp-size-ignored", {"distributed.strategy": "ddp", "distributed.dp_size": 4},
+     {"distributed.strategy": "ddp", "distributed.dp_size": None}, {}),
+    ("schema", {"dist_env.backend": 5}, {"dist_env.backend": "nccl"}, {}),
+    ("memory-fit", {"step_scheduler.local_batch_size": 8, "packed_sequence.packed_sequence_size": 8192},
+     {"step_scheduler.local_batch_size": 1, "step_scheduler.global_batch_size": 8,
+      "packed_sequence.packed_sequence_size": 2048, "distributed.activation_checkpointing": True},
+     {"model": "llama-3.1-8b", "gpu": "a100-40gb"}),
+    ("skipped", {}, {}, {"good_model": "llama-3.1-8b"}),
+]
+
+
+def _validate(changes: dict[str, Any], extra: dict[str, Any], good: bool) -> list[tuple[str, str]]:
+    kwargs = {"world_size": extra.get("world_size", 8)}
+    model = extra.get("good_model", extra.get("model")) if good else extra.get("model")
+    if model is not None:
+        kwargs["model"] = model
+    if "gpu" in extra:
+        kwargs["gpu"] = extra["gpu"]
+    report = validate_recipe(recipe(changes), **kwargs)
+    return [(f.rule, f.severity) for f in report.findings]
+
+
+@pytest.mark.parametrize(("rule", "bad", "good", "extra"), RECIPE_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(RECIPE_CASES)])
+def test_recipe_rule_fires_and_neighbour_passes(rule: str, bad: dict[str, Any], good: dict[str, Any],
+                                                extra: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AMD_TEST_UNSET_TP", raising=False)
+    monkeypatch.delenv("AMD_TEST_UNSET_DIR", raising=False)
+    fired = _validate(bad, extra, good=False)
+    assert rule in {r for r, _ in fired}, fired
+    clean = _validate(good, extra, good=True)
+    assert rule not in {r for r, _ in clean}, clean
+    assert [r for r, s in clean if s == ERROR] == []
+
+
+def test_every_rule_has_a_case() -> None:
+    covered = {c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES}
+    assert set(RULES) - covered == set()
+
+
+def test_registry_entries_are_complete() -> None:
+    for rule in RULES.values():
+        assert rule.summary
+        assert all(ref.startswith("R") and ref[1:].isdigit() for ref in rule.automodel)
+        if rule.automodel:  # a check AutoModel makes carries the am- prefix
+            assert rule.id.startswith("am-")
