@@ -120,8 +120,11 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
         *_exports(run_environment(problem, layout, recipe, "$CACHE_DIR")),
     ]
     if settings.env:
-        body.append("# From the intent's launcher.env")
-        body += [f"export {name}={shlex.quote(value)}" for name, value in settings.env]
+        body.append("# From the intent's launcher.env, literally (no expansion)")
+        for name, value in settings.env:
+            if "$" in value or "`" in value:
+                body.append("# shellcheck disable=SC2016  # literal on purpose")
+            body.append(f"export {name}={shlex.quote(value)}")
     body += [
         "# Secrets come from the submitting shell (sbatch passes its environment on); never write them here.",
         "for secret in HF_TOKEN WANDB_API_KEY; do",

@@ -20,6 +20,7 @@ from typing import Any
 
 from automodel_dist.findings import ERROR, WARNING, Finding
 from automodel_dist.layout import Layout
+from automodel_dist.verify.groups import plan_meshes
 
 # AutoModel's default is 1 minute; its multi-node examples use 10-60 (reference/automodel.md §8.2, §10.13).
 MIN_MULTINODE_TIMEOUT_MINUTES = 10
@@ -63,10 +64,7 @@ def names_sigusr1(value: object) -> bool:
     if isinstance(value, int):
         return value == signal.SIGUSR1.value
     if isinstance(value, str):
-        name = value.strip().upper()
-        if name.isdigit():
-            return int(name) == signal.SIGUSR1.value
-        return name.removeprefix("SIG") == "USR1"
+        return value.strip().upper().removeprefix("SIG") == "USR1"
     return False
 
 
@@ -78,20 +76,14 @@ def handles_sigusr1(preemption_signal: object) -> bool:
 def ep_groups_crossing(layout: Layout, domain: int) -> int:
     """How many EP groups span more than one block of `domain` consecutive ranks.
 
-    An EP group is `ep` consecutive ranks inside one pipeline stage of `non_pp_size` ranks
-    (reference/automodel.md §5.3); ranks fill nodes in order, so a block of `domain` ranks is a node
-    (domain = GPUs per node) or an NVLink domain.
+    The groups are AutoModel's (verify.groups: `ep` consecutive ranks within each pipeline stage);
+    ranks fill nodes in order, so a block of `domain` ranks is a node or an NVLink domain. A layout
+    whose meshes cannot be built has no EP groups to judge (the layout rules report it).
     """
-    if layout.ep <= 1 or domain <= 0 or layout.strategy != "fsdp2":
+    if layout.ep <= 1 or domain <= 0 or layout.strategy != "fsdp2" or layout.mesh_size != layout.world_size \
+            or layout.non_pp_size % layout.ep:
         return 0
-    stage = layout.non_pp_size
-    crossing = 0
-    for s in range(max(layout.pp, 1)):
-        for k in range(stage // layout.ep):
-            first = s * stage + k * layout.ep
-            if first // domain != (first + layout.ep - 1) // domain:
-                crossing += 1
-    return crossing
+    return sum(1 for group in plan_meshes(layout).groups("ep") if group[0] // domain != group[-1] // domain)
 
 
 def ep_dispatcher_findings(layout: Layout, *, gpus_per_node: int, nvlink_domain: int,

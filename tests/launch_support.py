@@ -1,0 +1,82 @@
+"""Shared pieces of the launch tests: plans built from real presets, a CompileResult stand-in, and
+readers that take a generated sbatch script apart again."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.models import resolve_model
+from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem, TrainingSpec
+from automodel_dist.yamlio import load_document
+
+BASE_RECIPE = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction  # the base recipe's own comment
+step_scheduler:
+  global_batch_size: 64
+  local_batch_size: 2
+distributed:
+  strategy: fsdp2
+"""
+
+
+@dataclass
+class FakeIntent:
+    launcher: dict[str, Any] | None = None
+
+
+@dataclass
+class FakeResult:
+    """The four CompileResult attributes write_launch_files reads."""
+
+    problem: Problem
+    layout: Layout
+    recipe: Any
+    intent: FakeIntent = field(default_factory=FakeIntent)
+
+
+def make_problem(model: str, gpu: str, nodes: int, gpus_per_node: int | None = None) -> Problem:
+    spec = get_gpu(gpu)
+    cluster = ClusterSpec(gpu=spec, nodes=nodes, gpus_per_node=gpus_per_node or spec.gpus_per_node)
+    return Problem(model=resolve_model(model), cluster=cluster, training=TrainingSpec(global_batch_size=64))
+
+
+def make_result(problem: Problem, *, launcher: dict[str, Any] | None = None, recipe: str = BASE_RECIPE,
+                **layout: Any) -> FakeResult:
+    lay = Layout(world_size=problem.cluster.world_size, global_batch_size=64, local_batch_size=2, **layout)
+    return FakeResult(problem, lay, load_document(recipe).data, FakeIntent(launcher))
+
+
+def sbatch_directives(text: str) -> dict[str, str]:
+    """`#SBATCH --key=value` lines as {key: value}."""
+    return dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(\S*))?$", text, flags=re.M))
+
+
+def torchrun_flags(text: str) -> dict[str, str]:
+    """The flags of the one torchrun command in the script."""
+    lines = [line for line in text.splitlines() if "exec torchrun" in line]
+    assert len(lines) == 1, lines
+    return dict(re.findall(r"--([a-z_]+)=(\"[^\"]*\"|\S+)", lines[0].split("exec torchrun", 1)[1]))
+
+
+def assigned(text: str, name: str) -> str:
+    match = re.search(rf"^(?:export )?{name}=(\S+)$", text, flags=re.M)
+    assert match, f"{name} is not set in the script"
+    return match.group(1)
+
+
+def shellcheck(path: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("shellcheck")
+    assert exe, "shellcheck is missing: scripts/setup-env.sh installs it"
+    return subprocess.run([exe, "--severity=style", str(path)], capture_output=True, text=True, check=False)
+
+
+def bash_syntax(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)

@@ -1,0 +1,223 @@
+"""Each launch rule: a config that trips it, and its nearest valid neighbour that does not."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+from launch_support import make_problem
+from nemo_automodel.components.training.signal_handler import resolve_signal
+
+from automodel_dist.findings import Finding
+from automodel_dist.layout import Layout
+from automodel_dist.rules.launch import (
+    check_launch,
+    ep_groups_crossing,
+    handles_sigusr1,
+    names_sigusr1,
+    recommended_timeout_minutes,
+    sbatch_env,
+)
+
+TORCHRUN_SBATCH = """\
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node={tasks}
+#SBATCH --gpus-per-node=8
+srun bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app recipe.yaml'
+"""
+SRUN_NATIVE_SBATCH = """\
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+srun python pretrain.py  # one process per GPU, no torchrun
+"""
+GOOD_RECIPE: dict[str, Any] = {"dist_env": {"timeout_minutes": 30},
+                               "step_scheduler": {"preemption_signal": ["SIGUSR1", "SIGTERM"]}}
+
+
+def _rules(findings: list[Finding]) -> dict[str, Finding]:
+    return {f.rule: f for f in findings}
+
+
+def _check(recipe: dict[str, Any] | None = None, *, nodes: int = 2, sbatch: str | None = None,
+           **kwargs: Any) -> dict[str, Finding]:
+    return _rules(check_launch(recipe if recipe is not None else GOOD_RECIPE, world_size=8 * nodes,
+                               gpus_per_node=8, sbatch_text=sbatch, **kwargs))
+
+
+# --- several torchrun launchers per node -------------------------------------------------------------
+
+def test_eight_torchrun_tasks_per_node_is_an_error_on_its_line() -> None:
+    finding = _check(sbatch=TORCHRUN_SBATCH.format(tasks=8))["launch-ntasks-per-node"]
+    assert finding.severity == "error"
+    assert "EADDRINUSE" in finding.message and "--ntasks-per-node=1" in finding.hint
+    assert finding.line == 3
+
+
+def test_srun_flag_with_several_tasks_is_caught_too() -> None:
+    text = "#!/bin/bash\nsrun --ntasks-per-node=4 torchrun --nproc_per_node=8 -m nemo_automodel.cli.app r.yaml\n"
+    assert _check(sbatch=text)["launch-ntasks-per-node"].line == 2
+
+
+@pytest.mark.parametrize("text", [TORCHRUN_SBATCH.format(tasks=1), SRUN_NATIVE_SBATCH,
+                                  "#!/bin/bash\n#SBATCH --ntasks-per-node=8\n# torchrun is only mentioned here\n"])
+def test_one_torchrun_per_node_or_no_torchrun_is_fine(text: str) -> None:
+    assert "launch-ntasks-per-node" not in _check(sbatch=text)
+
+
+# --- caches and checkpoints on node-local disks ------------------------------------------------------
+
+@pytest.mark.parametrize("lines", [
+    "export HF_HOME=/tmp/hf",
+    "export HF_DATASETS_CACHE=/raid/datasets",
+    'CACHE_DIR=/local/cache\nexport TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$CACHE_DIR/triton}"',
+    "export NEMO_HOME=/root/.cache/nemo",
+])
+def test_node_local_cache_on_several_nodes_warns(lines: str) -> None:
+    finding = _check(sbatch="#!/bin/bash\n" + lines + "\n")["launch-node-local-cache"]
+    assert finding.severity == "warning" and "shared storage" in finding.hint
+
+
+@pytest.mark.parametrize(("lines", "nodes"), [
+    ("export HF_HOME=/lustre/hf", 2),
+    ('CACHE_DIR=/lustre/cache\nexport HF_HOME="${HF_HOME:-$CACHE_DIR/huggingface}"', 2),
+    ("export HF_HOME=/tmpfs-is-not-tmp/hf", 2),
+    ("export HF_HOME=/tmp/hf", 1),
+])
+def test_shared_cache_or_a_single_node_is_fine(lines: str, nodes: int) -> None:
+    assert "launch-node-local-cache" not in _check(nodes=nodes, sbatch="#!/bin/bash\n" + lines + "\n")
+
+
+def test_node_local_checkpoint_dir_is_an_error() -> None:
+    recipe = {**GOOD_RECIPE, "checkpoint": {"enabled": True, "checkpoint_dir": "/tmp/ckpt"}}
+    finding = _check(recipe)["launch-node-local-cache"]
+    assert finding.severity == "error" and finding.path == "checkpoint.checkpoint_dir"
+
+
+@pytest.mark.parametrize(("checkpoint", "nodes"), [
+    ({"checkpoint_dir": "checkpoints/"}, 2),
+    ({"checkpoint_dir": "/lustre/ckpt"}, 2),
+    ({"enabled": False, "checkpoint_dir": "/tmp/ckpt"}, 2),
+    ({"checkpoint_dir": "/tmp/ckpt"}, 1),
+])
+def test_shared_disabled_or_single_node_checkpoints_are_fine(checkpoint: dict, nodes: int) -> None:
+    assert "launch-node-local-cache" not in _check({**GOOD_RECIPE, "checkpoint": checkpoint}, nodes=nodes)
+
+
+def test_sbatch_env_reads_defaults_and_references() -> None:
+    env = sbatch_env('A=/x\nexport B="${B:-$A/y}"\nexport C=${A}/z\nexport D=plain # note\n')
+    assert env == {"A": "/x", "B": "/x/y", "C": "/x/z", "D": "plain"}
+
+
+# --- process-group timeout --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("dist_env", "said"), [({}, "not set"), ({"timeout_minutes": 5}, "is 5")])
+def test_short_timeout_on_several_nodes_warns(dist_env: dict, said: str) -> None:
+    finding = _check({"dist_env": dist_env})["launch-timeout"]
+    assert finding.severity == "warning" and said in finding.message
+    assert "timeout_minutes: 10" in finding.hint
+
+
+def test_moe_across_nodes_is_told_the_moe_timeout() -> None:
+    model = make_problem("qwen3-30b-a3b", "h100-80gb", 2).model
+    finding = _check({"dist_env": {}}, model=model)["launch-timeout"]
+    assert "MoE" in finding.message and "timeout_minutes: 30" in finding.hint
+
+
+@pytest.mark.parametrize(("dist_env", "nodes"), [({"timeout_minutes": 10}, 2), ({}, 1), ({"timeout_minutes": 60}, 64)])
+def test_long_enough_timeout_or_single_node_is_fine(dist_env: dict, nodes: int) -> None:
+    assert "launch-timeout" not in _check({"dist_env": dist_env}, nodes=nodes)
+
+
+@pytest.mark.parametrize("nodes", [2, 16, 128])
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b"])
+def test_recommended_timeouts_clear_the_rule(nodes: int, model: str) -> None:
+    spec = make_problem(model, "h100-80gb", nodes).model
+    minutes = recommended_timeout_minutes(nodes, spec.is_moe)
+    assert minutes == (30 if spec.is_moe else 10)
+    assert "launch-timeout" not in _check({"dist_env": {"timeout_minutes": minutes}}, nodes=nodes, model=spec)
+    assert "launch-timeout" in _check({"dist_env": {"timeout_minutes": 9}}, nodes=nodes, model=spec)
+
+
+# --- EP groups and the dispatcher's NVLink needs ------------------------------------------------------
+
+def test_ep_groups_crossing_counts_autmodel_groups() -> None:
+    assert ep_groups_crossing(Layout(world_size=16, ep=16), 8) == 1
+    assert ep_groups_crossing(Layout(world_size=16, ep=8), 8) == 0
+    # ep=3 inside stages of 24 ranks: [6,7,8] and [15,16,17] cross a node edge, in both stages
+    assert ep_groups_crossing(Layout(world_size=48, pp=2, ep=3), 8) == 4
+    assert ep_groups_crossing(Layout(world_size=64, ep=64), 72) == 0
+
+
+def test_mok_beyond_the_nvlink_domain_is_an_error() -> None:
+    layout = Layout(world_size=16, ep=16, dispatcher="mok")
+    finding = _check(layout=layout, nvlink_domain=8)["launch-ep-nvlink"]
+    assert finding.severity == "error" and finding.path == "model.backend.dispatcher"
+    assert "NVLink domain" in finding.message
+
+
+@pytest.mark.parametrize(("world", "ep", "domain"), [(16, 8, 8), (64, 64, 72)])
+def test_mok_inside_the_nvlink_domain_is_fine(world: int, ep: int, domain: int) -> None:
+    layout = Layout(world_size=world, ep=ep, dispatcher="mok")
+    findings = check_launch(GOOD_RECIPE, world_size=world, gpus_per_node=4 if domain == 72 else 8,
+                            layout=layout, nvlink_domain=domain)
+    assert "launch-ep-nvlink" not in _rules(findings)
+
+
+def test_mok_on_two_nvl72_racks_crosses_the_rack_edge() -> None:
+    # 128 GPUs fill rack 1 (ranks 0-71) and part of rack 2: the EP group 64..127 spans both racks.
+    layout = Layout(world_size=128, ep=64, dispatcher="mok")
+    findings = check_launch(GOOD_RECIPE, world_size=128, gpus_per_node=4, layout=layout, nvlink_domain=72)
+    assert "1 EP group(s)" in _rules(findings)["launch-ep-nvlink"].message
+
+
+def test_deepep_across_nodes_warns_and_inside_a_node_does_not() -> None:
+    assert _check(layout=Layout(world_size=16, ep=16, dispatcher="deepep"))["launch-ep-nvlink"].severity == "warning"
+    assert "launch-ep-nvlink" not in _check(layout=Layout(world_size=16, ep=8, dispatcher="deepep"))
+
+
+def test_hybridep_across_domains_needs_the_domain_size_in_the_script() -> None:
+    layout = Layout(world_size=16, ep=16, dispatcher="hybridep")
+    assert "is not set" in _check(layout=layout, sbatch="#!/bin/bash\n")["launch-ep-nvlink"].message
+    wrong = "#!/bin/bash\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=72\n"
+    assert "is 72" in _check(layout=layout, sbatch=wrong)["launch-ep-nvlink"].message
+    right = "#!/bin/bash\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8\n"
+    assert "launch-ep-nvlink" not in _check(layout=layout, sbatch=right)
+    assert "launch-ep-nvlink" not in _check(layout=layout)
+
+
+# --- preemption signal ------------------------------------------------------------------------------
+
+USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
+
+
+@pytest.mark.parametrize("value", [None, "SIGTERM", ["SIGTERM"], 15])
+def test_usr1_from_slurm_without_a_usr1_handler_is_an_error(value: object) -> None:
+    step = {} if value is None else {"preemption_signal": value}
+    finding = _check({**GOOD_RECIPE, "step_scheduler": step}, sbatch=USR1_SBATCH)["launch-preemption-signal"]
+    assert finding.severity == "error" and finding.path == "step_scheduler.preemption_signal"
+
+
+@pytest.mark.parametrize(("value", "sbatch"), [
+    (["SIGUSR1", "SIGTERM"], USR1_SBATCH), ("usr1", USR1_SBATCH), (10, USR1_SBATCH),
+    ("SIGTERM", "#!/bin/bash\nsrun true\n"),
+])
+def test_usr1_handled_or_not_sent_is_fine(value: object, sbatch: str) -> None:
+    recipe = {**GOOD_RECIPE, "step_scheduler": {"preemption_signal": value}}
+    assert "launch-preemption-signal" not in _check(recipe, sbatch=sbatch)
+
+
+@pytest.mark.parametrize("value", ["SIGUSR1", "sigusr1", "USR1", "usr1", "10", 10, "SIGUSR2", "SIGTERM", "15", 15,
+                                   "USR2", 12])
+def test_signal_names_resolve_like_automodel(value: object) -> None:
+    try:
+        automodel_says = resolve_signal(value) == signal.SIGUSR1
+    except ValueError:  # AutoModel refuses it (e.g. a number written as a string)
+        automodel_says = False
+    assert names_sigusr1(value) == automodel_says
+
+
+def test_a_list_handles_usr1_when_any_entry_does() -> None:
+    assert handles_sigusr1(["SIGTERM", "usr1"]) and not handles_sigusr1(["SIGTERM"]) and not handles_sigusr1(None)
