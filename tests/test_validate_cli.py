@@ -1,0 +1,197 @@
+"""`automodel-dist validate`: exit codes, JSON, line:col, and every kind of bad input -> a message and exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from automodel_dist.cli import main
+from automodel_dist.report import render_report
+from automodel_dist.validate import validate_recipe
+
+GOOD = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+model:
+  _target_: nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+distributed:
+  strategy: fsdp2
+  tp_size: 2
+  dp_size: none
+step_scheduler:
+  global_batch_size: 32
+  local_batch_size: 1
+"""
+
+# ep_size 3 is on line 8, col 3; global_batch_size on line 11, col 3.
+BAD = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+model:
+  pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B
+distributed:
+  strategy: fsdp2
+  tp_size: 2
+  # experts over three ranks
+  ep_size: 3
+step_scheduler:
+  local_batch_size: 2
+  global_batch_size: 30
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "recipe.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["validate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_valid_recipe_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, write(tmp_path, GOOD))
+    assert code == 0
+    assert ": OK: 0 error(s)" in out.splitlines()[-1]
+
+
+def test_failing_recipe_exits_1_with_located_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, BAD)
+    code, out, _ = run(capsys, path)
+    assert code == 1
+    assert f"{path}:8:3: error [am-r13-ep-divides-non-pp] distributed.ep_size: " in out
+    assert "  AutoModel says: non_pp_size=8 must be a multiple of ep_size=3" in out
+    assert "  fix: valid ep_size values here: 1, 2, 4, 8" in out
+    assert f"{path}:11:3: error [am-r39-gbs-divisible] step_scheduler.global_batch_size: " in out
+    assert "FAILED: 3 error(s)" in out.splitlines()[-1]  # R13, R26 (128 experts), R39
+
+
+def test_json_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, write(tmp_path, BAD), "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["ok"] is False
+    by_rule = {f["rule"]: f for f in data["findings"]}
+    ep = by_rule["am-r13-ep-divides-non-pp"]
+    assert (ep["line"], ep["col"], ep["severity"], ep["path"]) == (8, 3, "error", "distributed.ep_size")
+    assert {"rule", "severity", "path", "line", "col", "message", "hint"} <= set(ep)
+    assert by_rule["am-r26-ep-divides-experts"]["line"] == 8
+    assert by_rule["am-r39-gbs-divisible"]["line"] == 11
+
+
+def test_json_ok_with_warnings_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, write(tmp_path, GOOD), "--nodes", "2", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] is True
+    assert [f["rule"] for f in data["findings"]] == ["dist-env-timeout"]
+
+
+def test_nested_key_position_and_missing_key_parent(tmp_path: Path) -> None:
+    pipeline = "  dp_size: none\n  pp_size: 2\n  pipeline:\n    pp_schedule: zero_bubble\n"
+    text = GOOD.replace("  dp_size: none\n", pipeline)
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    schedule = next(f for f in report.findings if f.rule == "am-r32-schedule-name")
+    assert (schedule.line, schedule.col) == (11, 5)
+    micro = next(f for f in report.findings if f.rule == "am-r18-pp-microbatches")
+    assert (micro.line, micro.col) == (14, 3)  # step_scheduler.local_batch_size
+
+
+def test_env_var_is_resolved_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AMD_TEST_TP", "4")
+    monkeypatch.delenv("AMD_TEST_MISSING", raising=False)
+    text = GOOD.replace("tp_size: 2", "tp_size: ${AMD_TEST_TP}").replace(
+        "strategy: fsdp2", "strategy: fsdp2\n  ep_size: ${oc.env:AMD_TEST_MISSING,1}\n  cp_size: $AMD_TEST_MISSING")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    [env] = [f for f in report.findings if f.rule == "am-r2-env-var"]
+    assert (env.path, env.line) == ("distributed.cp_size", 8)
+    assert env.automodel_message == ("Environment variable 'AMD_TEST_MISSING' is not set "
+                                     "(required by '$AMD_TEST_MISSING').")
+    assert [f.rule for f in report.errors] == ["am-r2-env-var"]  # tp 4 from the environment divides 8
+
+
+def test_unknown_model_in_recipe_is_a_note(tmp_path: Path) -> None:
+    text = GOOD.replace("meta-llama/Llama-3.1-8B", "some-org/not-a-model")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    assert report.ok
+    [note] = report.notes
+    assert note.rule == "skipped" and "not in the catalog" in note.message and note.line == 4
+
+
+BAD_INPUTS = {
+    "missing file": (None, "recipe file not found"),
+    "empty file": ("", "recipe is empty"),
+    "yaml syntax": ("distributed:\n  tp_size: [1, 2\n", "YAML syntax error"),
+    "list at top": ("- distributed\n- tp_size\n", "must be a YAML mapping"),
+    "distributed is a list": ("recipe: X\ndistributed: [fsdp2]\n", "distributed must be a mapping"),
+    "size of wrong type": ("recipe: X\ndistributed:\n  tp_size: two\n", "tp_size must be a positive integer"),
+    "negative size": ("recipe: X\ndistributed:\n  tp_size: -2\n", "tp_size must be a positive integer"),
+    "negative dp_size": ("recipe: X\ndistributed:\n  dp_size: -4\n", "dp_size must be a positive integer"),
+    "zero pp microbatch": ("recipe: X\ndistributed:\n  pp_size: 2\n  pipeline:\n    pp_microbatch_size: 0\n",
+                           "pp_microbatch_size must be a positive integer"),
+    "batch of wrong type": ("recipe: X\ndistributed: {}\nstep_scheduler:\n  global_batch_size: [64]\n",
+                            "global_batch_size must be an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_a_message(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text, expected = BAD_INPUTS[case]
+    path = str(tmp_path / "absent.yaml") if text is None else write(tmp_path, text)
+    code, out, err = run(capsys, path)
+    assert code == 2
+    assert out == ""
+    assert expected in err
+    assert "Traceback" not in err
+    assert path in err  # the message names the file
+
+
+def test_wrong_type_points_at_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "recipe: X\ndistributed:\n  strategy: fsdp2\n  cp_size: 1.5\n")
+    code, _, err = run(capsys, path)
+    assert code == 2 and f"{path}:4:3:" in err and "hint:" in err
+
+
+def test_directory_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(tmp_path))
+    assert code == 2 and "directory" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("flag", "value", "expected"), [("--model", "no-such-model-xyz", "unknown model"),
+                                                          ("--gpu", "tpu-v9", "tpu-v9")])
+def test_unknown_preset_option_exits_2(flag: str, value: str, expected: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, write(tmp_path, GOOD), flag, value)
+    assert code == 2 and out == "" and expected in err and "Traceback" not in err
+
+
+def test_non_positive_world_is_an_input_error(tmp_path: Path) -> None:
+    from automodel_dist.errors import InputError
+
+    with pytest.raises(InputError, match="world size must be a positive integer"):
+        validate_recipe(write(tmp_path, GOOD), world_size=0)
+
+
+def test_render_text_block_format(tmp_path: Path) -> None:
+    report = validate_recipe(write(tmp_path, BAD), world_size=8)
+    text = render_report(report, "text")
+    first = text.splitlines()[0]
+    assert first.startswith(f"{tmp_path / 'recipe.yaml'}:8:3: error [am-r13-ep-divides-non-pp] distributed.ep_size: ")
+    assert render_report(report, "text") == text  # deterministic
+
+
+def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
+    broken = write(tmp_path, "distributed:\n  tp_size: [1\n")
+    proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", broken],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "YAML syntax error" in proc.stderr and f"{broken}:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", write(tmp_path, BAD, "bad.yaml"),
+                           "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
