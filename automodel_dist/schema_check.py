@@ -62,8 +62,9 @@ def _validator(schema_filename: str) -> Draft202012Validator:
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
     """Every violation of `schemas/<schema_filename>` in `doc`, located and explained, in file order."""
     issues: dict[tuple[PathKey, str], SchemaIssue] = {}
+    root = load_schema(schema_filename)
     for error in _validator(schema_filename).iter_errors(doc.plain()):
-        for path, message, hint, severity in _explain(error):
+        for path, message, hint, severity in _explain(error, root):
             pos = doc.locate(path)
             issue = SchemaIssue(path, message, hint, pos[0] if pos else None, pos[1] if pos else None, severity)
             issues.setdefault((path, message), issue)
@@ -73,27 +74,27 @@ def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
 Explained = tuple[PathKey, str, str, str]
 
 
-def _explain(error: ValidationError) -> Iterator[Explained]:
+def _explain(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained]:
     """One validation error -> (path, message, hint, severity) items (an unknown-keys error gives one per key)."""
     path: PathKey = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
-    severity = WARNING if schema.get("x-severity") == WARNING else ERROR
+    severity = _severity(root, error.absolute_schema_path)
     custom_hint = schema.get("x-hint")
     keyword = error.validator
 
     if keyword in ("anyOf", "oneOf"):
-        yield from _explain_branches(error)
+        yield from _explain_branches(error, root)
         return
     if keyword == "additionalProperties":
         allowed = _allowed_keys(error.schema)
         for key in _unknown_keys(error.instance, error.schema):
-            yield (*path, key), f"unknown key '{key}'", custom_hint or _key_hint(key, allowed), severity
+            yield (*path, key), f"unknown key '{key}'", _key_hint(key, allowed, custom_hint), severity
         return
     if "propertyNames" in error.relative_schema_path:
         # jsonschema validates each key name against the propertyNames subschema; the instance is the key.
         key = str(error.instance)
         allowed = [str(v) for v in schema.get("enum", [])]
-        yield (*path, key), f"unknown key '{key}'", custom_hint or _key_hint(key, allowed), severity
+        yield (*path, key), f"unknown key '{key}'", _key_hint(key, allowed, custom_hint), severity
         return
     if keyword == "required":
         missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
@@ -105,7 +106,33 @@ def _explain(error: ValidationError) -> Iterator[Explained]:
     yield path, message, custom_hint or hint, severity
 
 
-def _explain_branches(error: ValidationError) -> Iterator[Explained]:
+def _severity(root: dict[str, Any], schema_path: Iterable[Any]) -> str:
+    """`warning` when any subschema on the failing keyword's path is marked `x-severity: warning`."""
+    node: Any = root
+    for key in schema_path:
+        if isinstance(node, dict) and node.get("x-severity") == WARNING:
+            return WARNING
+        node = _child(root, node, key)
+        if node is None:
+            break
+    return WARNING if isinstance(node, dict) and node.get("x-severity") == WARNING else ERROR
+
+
+def _child(root: dict[str, Any], node: Any, key: Any) -> Any:
+    """Step one schema-path key down; jsonschema's paths go through a local `$ref` without naming it."""
+    for _ in range(16):  # a longer $ref chain would be a schema bug
+        if isinstance(node, dict) and key in node:
+            return node[key]
+        if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            return node[key]
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not (isinstance(ref, str) and ref.startswith("#/")):
+            return None
+        node = _resolve(root, ref)
+    return None
+
+
+def _explain_branches(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained]:
     """anyOf/oneOf: explain the branch the value was closest to, or list what any branch would accept."""
     by_branch: dict[int, list[ValidationError]] = {}
     for sub in error.context or ():
@@ -119,13 +146,13 @@ def _explain_branches(error: ValidationError) -> Iterator[Explained]:
     if shaped:
         best = min(shaped, key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs)))
         for sub in best:
-            yield from _explain(sub)
+            yield from _explain(sub, root)
         return
     schema = error.schema if isinstance(error.schema, dict) else {}
-    severity = WARNING if schema.get("x-severity") == WARNING else ERROR
-    expected = " or ".join(dict.fromkeys(_describe(b) for b in branches))
+    severity = _severity(root, error.absolute_schema_path)
+    expected = schema.get("x-describe") or _join_alternatives(_describe(b, root) for b in branches)
     hint = schema.get("x-hint") or f"write {expected}"
-    near = _nearest_string(error.instance, branches)
+    near = _nearest_string(error.instance, branches, root)
     if near:
         hint = f"did you mean {near!r}? " + hint
     yield tuple(error.absolute_path), f"expected {expected}, got {_show(error.instance)}", hint, severity
@@ -145,7 +172,7 @@ def _explain_value(keyword: str, expected: Any, value: Any, schema: dict[str, An
     if keyword in ("enum", "const"):
         options = expected if keyword == "enum" else [expected]
         shown = ", ".join(_show(o) for o in options)
-        near = _nearest_string(value, [{"enum": options}])
+        near = _nearest_string(value, [{"enum": options}], {})
         hint = (f"did you mean {near!r}? " if near else "") + f"use one of: {shown}"
         return f"{got} is not one of the accepted values", hint
     if keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
@@ -159,6 +186,8 @@ def _explain_value(keyword: str, expected: Any, value: Any, schema: dict[str, An
         return f"has repeated items: {got}", "list each value once"
     if keyword == "minLength":
         return "must not be empty", "write a non-empty string"
+    if keyword == "pattern" and "x-enum" in schema:
+        return _explain_value("enum", schema["x-enum"], value, {})
     if keyword == "pattern":
         form = schema.get("x-format") or f"the pattern {expected}"
         return f"{got} does not have the expected form ({form})", f"write it as {form}"
@@ -167,33 +196,50 @@ def _explain_value(keyword: str, expected: Any, value: Any, schema: dict[str, An
     return f"{got} is invalid here ({keyword}: {_show(expected)})", "see the schema for what is accepted"
 
 
-def _describe(schema: Any) -> str:
-    """A short phrase for what a (branch) schema accepts, for 'expected A or B' messages."""
+def _describe(schema: Any, root: dict[str, Any]) -> str | None:
+    """A short phrase for what a (branch) schema accepts, for 'expected A or B' messages.
+
+    None for branches marked `x-quiet` (the ${VAR} placeholder, quoted numbers): true but noise.
+    """
     if not isinstance(schema, dict):
-        return "a valid value"
+        return None
+    if schema.get("x-quiet"):
+        return None
     if "x-describe" in schema:
         return str(schema["x-describe"])
+    if "$ref" in schema:
+        return _describe(_resolve(root, schema["$ref"]), root)
     if "const" in schema:
         return _show(schema["const"])
-    if "enum" in schema:
-        return "one of " + ", ".join(_show(v) for v in schema["enum"])
-    if "$ref" in schema:
-        return "a " + schema["$ref"].rsplit("/", 1)[-1].replace("_", " ")
+    options = schema.get("enum", schema.get("x-enum"))
+    if options is not None:
+        return "one of " + ", ".join(_show(v) for v in options)
     kind = schema.get("type")
     if kind == "array":
-        items = schema.get("items", {})
-        return f"a non-empty list of {_plural(_describe(items))}" if schema.get("minItems") else \
-            f"a list of {_plural(_describe(items))}"
+        items = _describe(schema.get("items", {}), root) or "values"
+        return f"a {'non-empty ' if schema.get('minItems') else ''}list of {_plural(items)}"
     if kind is not None:
         words = _type_words(kind)
         if "minimum" in schema:
             words += f" ≥ {schema['minimum']}"
         if "pattern" in schema and kind == "string":
-            words += f" matching {schema.get('x-format') or schema['pattern']}"
+            words += f" of the form {schema.get('x-format') or schema['pattern']}"
         return words
-    if "anyOf" in schema or "oneOf" in schema:
-        return " or ".join(_describe(b) for b in schema.get("anyOf", schema.get("oneOf")))
-    return "a valid value"
+    branches = schema.get("anyOf", schema.get("oneOf"))
+    if branches:
+        return _join_alternatives(_describe(b, root) for b in branches)
+    return None
+
+
+def _join_alternatives(phrases: Iterable[str | None]) -> str:
+    return " or ".join(dict.fromkeys(p for p in phrases if p)) or "a valid value"
+
+
+def _resolve(root: dict[str, Any], ref: str) -> Any:
+    node: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def _plural(phrase: str) -> str:
@@ -240,24 +286,34 @@ def _unknown_keys(instance: Any, schema: Any) -> list[str]:
     return [str(k) for k in instance if k not in known and not any(p.search(str(k)) for p in patterns)]
 
 
-def _key_hint(key: str, allowed: Iterable[str]) -> str:
+def _key_hint(key: str, allowed: Iterable[str], why: str | None = None) -> str:
     allowed = [a for a in allowed if a]
     near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     listing = ", ".join(allowed) if len(allowed) <= 40 else ", ".join(allowed[:40]) + ", ..."
     if near:
-        return f"did you mean '{near[0]}'? allowed keys here: {listing}"
-    return f"remove it; allowed keys here: {listing}" if allowed else "remove it"
+        hint = f"did you mean '{near[0]}'? allowed keys here: {listing}"
+    else:
+        hint = f"remove it; allowed keys here: {listing}" if allowed else "remove it"
+    return f"{hint} ({why})" if why else hint
 
 
-def _nearest_string(value: Any, branches: Iterable[Any]) -> str | None:
+def _nearest_string(value: Any, branches: Iterable[Any], root: dict[str, Any]) -> str | None:
     """The accepted string closest to a misspelt string value, if any is close."""
     if not isinstance(value, str):
         return None
-    options: list[str] = []
-    for branch in branches:
-        if isinstance(branch, dict):
-            options += [v for v in branch.get("enum", []) if isinstance(v, str)]
-            if isinstance(branch.get("const"), str):
-                options.append(branch["const"])
-    near = difflib.get_close_matches(value.lower(), options, n=1, cutoff=0.6)
-    return near[0] if near and near[0] != value else None
+    options = {o.lower(): o for b in branches for o in _string_options(b, root)}
+    near = difflib.get_close_matches(value.lower(), list(options), n=1, cutoff=0.6)
+    return options[near[0]] if near and options[near[0]] != value else None
+
+
+def _string_options(schema: Any, root: dict[str, Any], depth: int = 0) -> list[str]:
+    """Every literal string a schema accepts (enum, const, x-enum), through $ref and anyOf."""
+    if not isinstance(schema, dict) or depth > 8:
+        return []
+    found = [v for v in (*schema.get("enum", []), *schema.get("x-enum", []), schema.get("const"))
+             if isinstance(v, str)]
+    if "$ref" in schema:
+        found += _string_options(_resolve(root, schema["$ref"]), root, depth + 1)
+    for branch in schema.get("anyOf", schema.get("oneOf", [])):
+        found += _string_options(branch, root, depth + 1)
+    return found
