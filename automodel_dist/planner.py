@@ -238,8 +238,10 @@ class _Enumerator:
 
     def walk_batches(self, base: Layout, pp: int, dp: int) -> None:
         batches = self.batches(pp, dp)
-        if not batches:  # no batch split divides the global batch: let the rules say so
-            self.judge(base.with_(local_batch_size=1, micro_batch_size=1))
+        if not batches:  # no batch split divides the global batch: let the rules say why
+            pins = self.p.pins
+            lbs = min(pins.local_batch_size or (1,))
+            self.judge(base.with_(local_batch_size=lbs, micro_batch_size=min(pins.micro_batch_size or (lbs,))))
             return
         for mbs, lbs_list in batches:
             first = True
