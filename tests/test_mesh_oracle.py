@@ -150,6 +150,9 @@ REFERENCE_CASES = [
     ({"strategy": "ddp", "tp_size": 2}, 8),
     ({"strategy": "ddp", "cp_size": 2}, 8),
     ({"strategy": "zero3"}, 8),
+    ({"strategy": "fsdp2", "bogus_key": 1}, 8),
+    ({"strategy": "fsdp2", "pp_size": 2}, 8),
+    ({"strategy": "ddp", "sequence_parallel": True}, 8),
     # AutoModel's gap: builds a 4-rank mesh on 8 ranks without a word
     ({"strategy": "fsdp2", "dp_size": 2, "tp_size": 2}, 8),
 ]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from automodel_dist.errors import InputError
-from automodel_dist.verify.mesh import MeshReport, build_meshes
-from automodel_dist.yamlio import load_document
+from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
+from automodel_dist.yamlio import Document, load_document
 
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -25,7 +26,7 @@ def _check_rank(rank: int, world_size: int) -> None:
                          hint="pick a rank below nodes × gpus-per-node")
 
 
-def _recipe_meshes(args: argparse.Namespace) -> MeshReport:
+def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:
     if args.nodes is None:
         raise InputError("a recipe does not say how many GPUs it runs on, so dry-run needs --nodes",
                          where=str(args.source),
@@ -33,7 +34,7 @@ def _recipe_meshes(args: argparse.Namespace) -> MeshReport:
     gpus_per_node = args.gpus_per_node or DEFAULT_GPUS_PER_NODE
     world_size = args.nodes * gpus_per_node
     _check_rank(args.rank, world_size)
-    return build_meshes(args.source, world_size=world_size, gpus_per_node=gpus_per_node)
+    return build_document_meshes(doc, world_size=world_size, gpus_per_node=gpus_per_node)
 
 
 def _intent_meshes(args: argparse.Namespace) -> MeshReport:
@@ -45,7 +46,7 @@ def _intent_meshes(args: argparse.Namespace) -> MeshReport:
         overrides.append(f"hardware.nodes={args.nodes}")
     if args.gpus_per_node is not None:
         overrides.append(f"hardware.gpus_per_node={args.gpus_per_node}")
-    result = compile_intent(args.source, overrides)
+    result = compile_intent(args.source, overrides)  # by path: its errors and base_recipe are file-relative
     cluster = result.problem.cluster
     _check_rank(args.rank, cluster.world_size)
     report = build_meshes(result.recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
@@ -59,13 +60,13 @@ def run_dry_run(args: argparse.Namespace) -> int:
     from automodel_dist.verify.render import render_json, render_text
     from automodel_dist.verify.torch_build import require_torch
 
+    start = time.perf_counter()
     require_torch()
     doc = load_document(args.source, what="dry-run input")
-    report = _intent_meshes(args) if is_intent(doc.data) else _recipe_meshes(args)
+    report = _intent_meshes(args) if is_intent(doc.data) else _recipe_meshes(args, doc)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(report, rank=args.rank))
-    if args.format == "text" and report.built:
-        total = report.timing.get("total", 0.0)
-        build = report.timing.get("torch_build", 0.0)
-        print(f"built in {total:.2f} s (torch meshes {build:.3f} s)", file=sys.stderr)
+    if args.format == "text" and report.built:  # timings vary run to run, so they stay out of stdout
+        print(f"dry-run took {time.perf_counter() - start:.2f} s (torch mesh build "
+              f"{report.timing.get('torch_build', 0.0):.3f} s)", file=sys.stderr)
     return 0 if report.ok else 1

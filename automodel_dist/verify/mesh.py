@@ -19,6 +19,11 @@ from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
 from automodel_dist.layout import Layout
+from automodel_dist.rules import check_layout
+from automodel_dist.rules import registry as r
+from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
+from automodel_dist.targets.automodel.config import load_config
+from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
 from automodel_dist.yamlio import Document, load_document
 
@@ -26,6 +31,7 @@ from automodel_dist.yamlio import Document, load_document
 # NVLink 4 at 450 GB/s; one 400 Gb/s InfiniBand NDR port per GPU at 50 GB/s).
 TYPICAL_NVLINK_GBPS = 450.0
 TYPICAL_INTERNODE_GBPS = 50.0
+INTER_NODE_DISPATCHERS = ("deepep", "hybridep", "uccl_ep")
 
 
 class MeshMismatchError(AutomodelDistError):
@@ -48,11 +54,13 @@ class RankView:
 class MeshReport:
     """The meshes of one recipe on `world_size` ranks, or the findings that stop them being built.
 
+    `layout` is None when the recipe's distributed section cannot be read as one (e.g. an unknown strategy).
+
     `tables` holds every group of every axis (torch's, equal to the arithmetic); `node_map` says per
     axis whether its groups stay inside a node and inside the NVLink domain. `timing` is in seconds.
     """
 
-    layout: Layout
+    layout: Layout | None
     world_size: int
     gpus_per_node: int
     nvlink_domain: int
@@ -100,15 +108,13 @@ class MeshReport:
 # mesh creation R9–R16), plus ours on the same stage. Batch, schedule and model rules come later in
 # AutoModel's start-up and belong to `validate`.
 MESH_STAGE_AUTOMODEL_RULES = frozenset(f"R{n}" for n in range(3, 17))
-MESH_STAGE_RULES = frozenset({"mesh-world-product", "am-pipeline-unknown-key", "am-moe-unknown-key",
-                              "am-dtype-string"})
+MESH_STAGE_RULES = frozenset(rule.id for rule in (r.WORLD_PRODUCT, r.DISTRIBUTED_MISSING, r.PIPELINE_UNKNOWN_KEY,
+                                                  r.MOE_UNKNOWN_KEY, r.DTYPE_STRING))
 
 
 def decides_meshes(finding: Finding) -> bool:
     """Whether a finding belongs to the stage that builds the meshes (per the rule registry)."""
-    from automodel_dist.rules import RULES
-
-    rule = RULES.get(finding.rule)
+    rule = r.RULES.get(finding.rule)
     if rule is None:
         return False
     return rule.id in MESH_STAGE_RULES or bool(MESH_STAGE_AUTOMODEL_RULES.intersection(rule.automodel))
@@ -121,11 +127,19 @@ def _located(finding: Finding, doc: Document) -> Finding:
     return finding.located(*pos) if pos else finding
 
 
-def _rule_findings(doc: Document, layout: Layout) -> list[Finding]:
-    """The shared rules' findings on the stage that decides whether AutoModel's mesh code accepts the recipe."""
-    from automodel_dist.rules import check_layout
-
-    return [_located(f, doc) for f in check_layout(layout) if decides_meshes(f)]
+def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
+    """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage."""
+    config = load_config(doc.data)
+    findings = [f for f in check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node)
+                if decides_meshes(f)]
+    layout = None
+    if not any(f.rule in BLOCKING_RULES for f in findings):
+        try:
+            layout = layout_from_config(config, world_size=world_size)
+        except RecipeValueError as exc:
+            raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+        findings += [f for f in check_layout(layout) if decides_meshes(f)]
+    return layout, [_located(f, doc) for f in findings]
 
 
 def _compare(plan: MeshPlan, built: Any, tables: dict[str, list[list[int]]]) -> None:
@@ -158,10 +172,15 @@ def _bandwidths(gpu: GpuSpec | None) -> tuple[str, str]:
             f"~{TYPICAL_NVLINK_GBPS:g} GB/s (H100)")
 
 
+def _dispatcher_advice(layout: Layout | None) -> str:
+    dispatcher = layout.dispatcher if layout else None
+    if dispatcher in INTER_NODE_DISPATCHERS:
+        return f" (the {dispatcher} dispatcher this recipe uses is built for inter-node all-to-all)"
+    return ", or use a dispatcher built for inter-node all-to-all (deepep, hybridep)"
+
+
 def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Finding]:
     """The registry's topology warnings, judged from the groups torch built, with the cost named."""
-    from automodel_dist.rules.registry import EP_LEAVES_NVLINK, TP_CROSSES_NODE
-
     inter, nvlink = _bandwidths(gpu)
     findings = []
     tp = report.node_map.get("tp")
@@ -171,19 +190,19 @@ def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Fi
         cost = ("" if tp.intra_nvlink else
                 f": every layer's TP all-reduce/all-gather (forward and backward) runs over inter-node links at "
                 f"{inter} instead of NVLink at {nvlink}")
-        findings.append(TP_CROSSES_NODE.finding(
+        findings.append(r.TP_CROSSES_NODE.finding(
             f"each TP group of {tp.size} ranks {where} (spans up to {tp.max_nodes_spanned} nodes of "
             f"{report.gpus_per_node} GPUs){cost}", severity=NOTE if tp.intra_nvlink else WARNING,
             hint=f"keep tp_size a divisor of the GPUs per node ({report.gpus_per_node}); "
                  "scale across nodes with pp, cp or data parallelism instead"))
     ep = report.node_map.get("ep")
     if ep is not None and not ep.intra_nvlink:
-        findings.append(EP_LEAVES_NVLINK.finding(
+        findings.append(r.EP_LEAVES_NVLINK.finding(
             f"each EP group of {ep.size} ranks leaves the NVLink domain of {report.nvlink_domain} GPUs "
             f"(spans up to {ep.max_nodes_spanned} nodes): every MoE layer's all-to-all dispatch and "
             f"combine cross nodes at {inter} instead of NVLink at {nvlink}",
             hint=f"keep ep_size within the NVLink domain ({report.nvlink_domain}) and shard experts further "
-                 "with ep_shard, or use a dispatcher built for inter-node all-to-all (deepep, hybridep)"))
+                 f"with ep_shard{_dispatcher_advice(report.layout)}"))
     return findings
 
 
@@ -195,7 +214,13 @@ def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpu
     Raises InputError (exit 2) for unusable input or a missing torch; a layout the rules reject comes
     back as a report with errors and `built=False`.
     """
-    from automodel_dist.targets.automodel.parse import parse_recipe
+    return build_document_meshes(load_document(source, what="recipe"), world_size=world_size,
+                                 gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain, gpu=gpu)
+
+
+def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int = 8,
+                          nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
+    """`build_meshes` on an already loaded recipe document (the CLI loads it once to tell intents apart)."""
     from automodel_dist.verify.torch_build import build_with_torch, require_torch
 
     if world_size < 1 or gpus_per_node < 1:
@@ -206,14 +231,12 @@ def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpu
     timing["import_torch"] = time.perf_counter() - start
 
     t = time.perf_counter()
-    doc = load_document(source, what="recipe")
-    layout = parse_recipe(doc.plain(), world_size=world_size)
+    layout, findings = _judge(doc, world_size=world_size, gpus_per_node=gpus_per_node)
     domain = min(max(nvlink_domain or gpus_per_node, gpus_per_node), world_size)
     report = MeshReport(layout=layout, world_size=world_size, gpus_per_node=gpus_per_node, nvlink_domain=domain,
-                        source=doc.filename, torch_version=torch_version)
-    report.findings = _rule_findings(doc, layout)
+                        source=doc.filename, findings=findings, torch_version=torch_version)
     timing["parse_and_rules"] = time.perf_counter() - t
-    if report.errors:
+    if layout is None or report.errors:
         report.timing = timing
         return report
 

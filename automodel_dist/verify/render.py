@@ -50,7 +50,7 @@ def _header(report: MeshReport) -> list[str]:
     nodes = f"{report.nodes} node{'s' if report.nodes != 1 else ''} × {report.gpus_per_node} GPUs"
     return [f"dry-run: {report.source} on {report.world_size} ranks ({nodes}; NVLink domain "
             f"{report.nvlink_domain} GPUs)",
-            f"layout:  {report.layout.short()}"]
+            f"layout:  {report.layout.short() if report.layout else 'unreadable (see the findings)'}"]
 
 
 def _mesh_lines(report: MeshReport) -> list[str]:
@@ -128,7 +128,7 @@ def report_json(report: MeshReport, rank: int = 0) -> dict[str, Any]:
         "nodes": report.nodes,
         "gpus_per_node": report.gpus_per_node,
         "nvlink_domain": report.nvlink_domain,
-        "layout": asdict(report.layout),
+        "layout": asdict(report.layout) if report.layout else None,
         "device_mesh": None if report.mesh_shape is None else
         {"names": list(report.mesh_names or ()), "shape": list(report.mesh_shape)},
         "moe_mesh": None if report.moe_shape is None else
