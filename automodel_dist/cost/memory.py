@@ -1,0 +1,256 @@
+"""Peak memory of the most loaded rank, as a breakdown in GiB (pure functions, no torch).
+
+Model states. AutoModel loads models with `torch_dtype: bf16` and FSDP2's default
+`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)` then has nothing to cast: the sharded
+parameters are bf16 (2 B), their gradients bf16 (2 B, reduced in fp32), and `torch.optim.Adam`/`AdamW`
+keeps m and v in the parameter's dtype (4 B): 8 B per trained parameter, divided by the FSDP shard
+group (dp_shard·cp for dense weights, ep_shard for routed experts; HSDP's dp_replicate copies do not
+divide it). `RecipeOptions(master_weights="fp32")` gives the fp32-master stack (torchtitan, or AutoModel
+with fp32 weights): 4 + 4 + 8 = 16 B. (Evidence for bf16 by default: AutoModel's Qwen3-30B-A3B
+benchmark ran on 8×H100 80 GB; at 16 B its model states alone would take 57 GiB of the 80.)
+PEFT keeps the frozen base in bf16 (2 B, no gradient, no optimizer state) and trains LoRA adapters.
+
+On top of the shards: the FSDP all-gather working set (bf16 unsharded weights of the layers in flight;
+the whole stage under PP, since PP layers are not resharded after forward; routed experts kept gathered
+as `moe.reshard_after_forward` defaults to false), the unsharded fp32 gradients FSDP2 accumulates while
+the gradient sync is deferred over several micro batches (AutoModel's `defer_fsdp_grad_sync: true`
+default, and always under PP; AutoModel's 70B recipes turn it off because of this term), activations of
+the micro batches in flight under the pipeline schedule, the logits and loss buffers on the last stage,
+a fragmentation allowance and the runtime (CUDA context, NCCL communicators, DeepEP buffers).
+
+The calibrated constants below were fitted by `benchmarks/calibration.py` to the torchtitan FSDP2
+rows of reference/peers.md §6 (peak reserved memory), keeping every AutoModel row of
+reference/calibration.md predicted to fit on 80 GB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automodel_dist.cost.shape import ModelShape
+from automodel_dist.layout import MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.problem import TrainingSpec
+
+GIB = float(1 << 30)
+BF16 = 2
+FP32 = 4
+
+# Bytes per logit element alive at the loss: bf16 logits, the fp32 log-softmax kept for backward, and
+# in backward its fp32 gradient and the bf16 cast (fit: torchtitan Llama 3.1 8B rows, peers.md §6 rows 1-3).
+LOGIT_BYTES = 12.0
+# torchtitan's op-level selective checkpointing keeps about this share of the no-checkpointing
+# activations (every other matmul output plus attention outputs; fit: peers.md §6 rows 1-2).
+SELECTIVE_AC_KEEP = 0.45
+# Layers' worth of full activations alive while one checkpointed layer is recomputed and back-propagated
+# (the recomputed activations and their gradients; fit: peers.md §6 rows 3-4).
+RECOMPUTE_WORKING_LAYERS = 2.0
+# Caching-allocator fragmentation as a share of the transient memory (activations, logits, gathered
+# weights): reserved minus allocated (fit: peers.md §6 rows 1-6, which report reserved memory).
+FRAGMENTATION = 0.12
+# CUDA context, cuBLAS/cuDNN workspaces and NCCL communicator buffers, GiB per rank (outside the
+# caching allocator; nvidia-smi shows it, torch.cuda.max_memory_reserved does not).
+RUNTIME_GIB = 1.5
+# DeepEP/HybridEP dispatch buffers, GiB per rank (intra-node; doubled when EP leaves the NVLink domain).
+EP_BUFFER_GIB = 1.0
+
+PARTS = (
+    "parameters", "gradients", "optimizer", "fsdp_gather", "activations", "logits", "fragmentation", "runtime",
+)
+
+NOT_MODELED = (
+    "uneven routing (force-balanced tokens assumed: hot experts need more activation memory)",
+    "seq² attention scores (flash/TE attention assumed; SDPA math or eager attention needs far more)",
+    "CUDA graphs' private pools and static buffers",
+    "optimizer CPU offload and activation offload",
+    "fp8 weight transpose caches and scaling tensors (fp8 changes memory by <1% in torchtitan's runs)",
+    "torch.compile fusions (they save 5-7% in torchtitan's runs)",
+    "pipeline-parallel send/receive buffers and uneven stage layouts",
+    "MTP heads and vision towers",
+    "selective checkpointing granularities other than torchtitan's op-level policy",
+)
+
+_CHECKPOINTING = ("none", "full", "selective")
+
+
+def stage_layers(shape: ModelShape, num_stages: int, stage: int) -> tuple[int, int]:
+    """(dense, MoE) decoder layers on pipeline stage `stage` of `num_stages` (earlier stages take extras)."""
+    base, extra = divmod(shape.num_layers, num_stages)
+    start = stage * base + min(stage, extra)
+    end = start + base + (1 if stage < extra else 0)
+    dense = max(0, min(end, shape.dense_layers) - start)
+    return dense, end - start - dense
+
+
+def rank_stages(layout: Layout, rank: int) -> tuple[int, ...]:
+    """Pipeline stages held by pp rank `rank`: round-robin for interleaved schedules, V for V schedules."""
+    if layout.pp_schedule in V_SCHEDULES:
+        return rank, 2 * layout.pp - 1 - rank
+    return tuple(rank + k * layout.pp for k in range(layout.vpp))
+
+
+def chunks_in_flight(layout: Layout, rank: int) -> float:
+    """Micro-batch chunks (one micro batch through one local stage) whose activations rank `rank` holds.
+
+    1F1B: pp - rank micro batches; interleaved (Megatron's warm-up count): 2(pp-rank-1) + (vpp-1)pp + 1
+    chunks, which for rank 0 is pp·vpp·(1 + (pp-1)/(pp·vpp)); GPipe and looped BFS keep every micro batch.
+    """
+    pp, vpp, n_micro = layout.pp, layout.vpp, max(layout.n_microbatches, 1)
+    if pp <= 1:
+        return 1.0
+    schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
+    if schedule in ("gpipe", "loopedbfs"):
+        return float(n_micro * vpp)
+    if schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti" or vpp > 1:
+        return float(min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, n_micro * vpp))
+    return float(min(pp - rank, n_micro))
+
+
+@dataclass(frozen=True)
+class RecipeOptions:
+    """Recipe settings the Layout does not carry, with AutoModel's defaults (memory and time use them).
+
+    `checkpointing`: None follows `layout.activation_checkpointing` (per-layer full recompute); "none",
+    "full" or "selective" (torchtitan's op-level policy) override it. `master_weights`: "bf16" (AutoModel
+    loads bf16 weights) or "fp32" (fp32 master weights, fp32 gradients and Adam states). `logit_bytes`:
+    bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross entropy; 4 for a bf16
+    one; 0 for a fused linear cross entropy that never materializes them). `defer_grad_sync`: FSDP2 keeps
+    unsharded gradients across micro batches (AutoModel's `defer_fsdp_grad_sync`, default true).
+    """
+
+    checkpointing: str | None = None
+    master_weights: str = "bf16"
+    logit_bytes: float | None = None
+    defer_grad_sync: bool = True
+
+
+AUTOMODEL_DEFAULTS = RecipeOptions()
+
+
+def memory_breakdown(
+    shape: ModelShape,
+    layout: Layout,
+    training: TrainingSpec,
+    *,
+    nvlink_domain: int = 8,
+    options: RecipeOptions = AUTOMODEL_DEFAULTS,
+) -> dict[str, float]:
+    """Peak memory (GiB) of the most loaded rank: the first or the last pipeline stage."""
+    mode = options.checkpointing or ("full" if layout.activation_checkpointing else "none")
+    if mode not in _CHECKPOINTING:
+        raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
+    ranks = (0,) if layout.pp <= 1 else (0, layout.pp - 1)
+    best: dict[str, float] = {}
+    best_total = -1.0
+    for rank in ranks:
+        parts = _rank_memory(shape, layout, training, rank, mode, nvlink_domain, options)
+        total = sum(parts.values())
+        if total > best_total:
+            best, best_total = parts, total
+    return best
+
+
+def _rank_memory(
+    shape: ModelShape, layout: Layout, training: TrainingSpec, rank: int, mode: str, nvlink_domain: int,
+    options: RecipeOptions,
+) -> dict[str, float]:
+    tp, cp, pp = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1)
+    num_stages = pp * max(layout.vpp, 1)
+    stages = rank_stages(layout, rank) if pp > 1 else (0,)
+    dense_n = moe_n = 0
+    for stage in stages:
+        d, m = stage_layers(shape, num_stages, stage)
+        dense_n += d
+        moe_n += m
+    has_embedding = 0 in stages
+    has_head = (num_stages - 1) in stages
+
+    # --- weights held by this rank before FSDP sharding (TP-split) ---
+    head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
+    outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
+    dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
+    experts_per_rank = shape.num_experts / layout.ep if layout.ep > 1 else shape.num_experts / tp
+    local_experts_w = moe_n * experts_per_rank * shape.expert_params  # unsharded, on this EP rank
+    ddp = layout.strategy == "ddp"
+    fsdp = 1 if ddp else max(layout.dp_shard, 1) * cp
+    expert_shard = 1 if ddp else (max(layout.ep_shard, 1) if layout.ep > 1 else fsdp)
+    sharded_w = dense_w / fsdp + local_experts_w / expert_shard
+    fp32_master = options.master_weights == "fp32"
+    weight_bytes = FP32 if fp32_master else BF16
+
+    if training.is_peft:
+        trained = (dense_n * shape.dense_layer_adapter + moe_n * shape.moe_layer_adapter) / tp / fsdp
+        params = sharded_w * BF16 + trained * FP32
+        grads = trained * FP32
+        optim = trained * 2 * FP32
+        trained_unsharded = trained * fsdp
+    else:
+        params = sharded_w * weight_bytes
+        grads = sharded_w * weight_bytes
+        optim = sharded_w * 2 * weight_bytes
+        # weights whose FSDP group has more than one rank get separate unsharded gradients
+        trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (local_experts_w if expert_shard > 1 else 0.0)
+
+    # --- FSDP all-gather working set (bf16 unsharded weights) and unsharded gradients ---
+    # bf16 weights in a one-rank group are used in place; anything else is gathered (or cast) to bf16.
+    gathered_dense = dense_w if (fsdp > 1 or fp32_master) else 0.0
+    gathered_experts = local_experts_w if (expert_shard > 1 or fp32_master) else 0.0
+    micro_steps = max(layout.grad_accumulation, 1) * (max(layout.n_microbatches, 1) if pp > 1 else 1)
+    deferred = (options.defer_grad_sync or pp > 1) and micro_steps > 1
+    if ddp:
+        gather = 0.0
+        grads_unsharded = 0.0
+    elif pp > 1 or deferred:  # nothing is resharded until the last micro batch's backward
+        gather = (gathered_dense + gathered_experts) * BF16
+        grads_unsharded = trained_unsharded * FP32 if deferred else 0.0
+    else:
+        layer_w = max(
+            shape.dense_layer_params if dense_n else 0,
+            shape.moe_layer_params + (0 if layout.ep > 1 else shape.num_experts * shape.expert_params)
+            if moe_n else 0,
+        ) / tp
+        gather = 2 * layer_w * BF16 + (head / tp * BF16 if has_head else 0.0) if gathered_dense else 0.0
+        if layout.ep > 1:  # experts stay gathered (moe.reshard_after_forward=False)
+            gather += gathered_experts * BF16
+        # one layer's fp32 gradients waiting for reduce-scatter
+        grads_unsharded = layer_w * FP32 if trained_unsharded and not training.is_peft else 0.0
+    grads += grads_unsharded
+
+    # --- activations of the micro batches in flight ---
+    samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
+    tokens = samples * training.seq_length / cp
+    rep_div = tp if layout.sequence_parallel else 1
+    dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
+    moe_act = shape.moe_act_rep / rep_div + shape.moe_act_tp / tp + shape.moe_act_expert
+    layers = dense_n + moe_n
+    chunks = chunks_in_flight(layout, rank)
+    per_chunk_layers = layers / len(stages)
+    if layers == 0:
+        act_elems = 0.0
+    elif mode == "full":
+        # each layer keeps its input; the layer being recomputed holds its activations and their grads
+        act_elems = chunks * per_chunk_layers * shape.hidden / rep_div + RECOMPUTE_WORKING_LAYERS * max(
+            dense_act if dense_n else 0.0, moe_act if moe_n else 0.0
+        )
+    else:
+        mean_layer = (dense_n * dense_act + moe_n * moe_act) / layers
+        keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
+        act_elems = keep * chunks * per_chunk_layers * mean_layer
+    activations = act_elems * tokens * BF16 + (tokens * shape.hidden * BF16 if has_embedding else 0.0)
+
+    logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
+    logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
+    fragmentation = FRAGMENTATION * (activations + logits + gather)
+
+    runtime = RUNTIME_GIB * GIB
+    if layout.ep > 1 and layout.dispatcher in ("deepep", "hybridep", "uccl_ep", "mok"):
+        runtime += EP_BUFFER_GIB * GIB * (2 if layout.ep > nvlink_domain else 1)
+    return {
+        "parameters": params / GIB,
+        "gradients": grads / GIB,
+        "optimizer": optim / GIB,
+        "fsdp_gather": gather / GIB,
+        "activations": activations / GIB,
+        "logits": logits / GIB,
+        "fragmentation": fragmentation / GIB,
+        "runtime": runtime / GIB,
+    }

@@ -1,0 +1,62 @@
+"""estimate_layout: memory and step time of one layout of one problem.
+
+The planner calls this on thousands of layouts, so everything that depends only on the model and the
+training job (`ModelShape`, FLOPs per token) is built once and cached; the per-layout work is plain
+arithmetic in `memory_breakdown` and `time_breakdown`.
+"""
+
+from __future__ import annotations
+
+from automodel_dist.cost import memory, throughput
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
+from automodel_dist.cost.shape import model_shape
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem
+
+# Exposed communication above this share of the step makes communication the binding wall.
+COMMUNICATION_BOUND_SHARE = 0.25
+_COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
+NOT_MODELED = memory.NOT_MODELED + throughput.NOT_MODELED
+
+
+def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions = AUTOMODEL_DEFAULTS) -> Estimate:
+    """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
+
+    `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
+    layout that does not fit. `options` are the recipe settings outside the Layout (AutoModel's
+    defaults unless a caller knows better, as the calibration does for each measured recipe).
+    """
+    training, cluster = problem.training, problem.cluster
+    gpu = cluster.gpu
+    shape = model_shape(problem.model, training)
+    domain = cluster.nvlink_domain
+    mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
+    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain,
+                                     defer_grad_sync=options.defer_grad_sync)
+    peak = sum(mem.values())
+    step = sum(time.values())
+    fits = peak <= gpu.hbm_gib * (1.0 - problem.memory_headroom)
+    world = max(layout.world_size, 1)
+    tokens_per_gpu = training.global_batch_size * training.seq_length / world / step if step > 0 else 0.0
+    tflops = tokens_per_gpu * throughput.model_flops_per_token(shape) / 1e12
+    comm = sum(time[name] for name in _COMM_PARTS)
+    if not fits:
+        bound = "memory"
+    elif step > 0 and comm / step > COMMUNICATION_BOUND_SHARE:
+        bound = "communication"
+    else:
+        bound = "compute"
+    return Estimate(
+        memory_gib=peak,
+        memory=mem,
+        fits=fits,
+        hbm_gib=gpu.hbm_gib,
+        step_time_s=step,
+        time=time,
+        tflops_per_gpu=tflops,
+        tokens_per_s_per_gpu=tokens_per_gpu,
+        mfu=tflops / gpu.tflops_bf16 if gpu.tflops_bf16 else 0.0,
+        bound=bound,
+        not_modeled=NOT_MODELED,
+    )

@@ -1,0 +1,177 @@
+"""ModelShape: the per-layer sizes the memory and throughput models need, computed once per model.
+
+Everything here depends only on (ModelSpec, TrainingSpec), so the cost model builds it once per problem
+(`model_shape` is cached) and the per-layout formulas stay plain arithmetic. Sizes are element counts
+(parameters, activation elements per token); bytes are applied by the memory model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from automodel_dist.catalog.params import param_counts
+from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.problem import TrainingSpec
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Per-layer parameter counts, activation elements per token and FLOPs per token of one model.
+
+    Activation elements are per token of one micro batch, split by how they shard:
+    `*_rep` are hidden-size tensors (norm inputs/outputs) that tensor parallelism splits only with
+    sequence parallelism; `*_tp` are head- or FFN-sized tensors that TP always splits; `moe_expert`
+    are the dispatched top-k token copies and the expert intermediates (not split by TP).
+    """
+
+    num_layers: int
+    dense_layers: int  # layers with a dense MLP (all layers of a dense model; leading layers of an MoE)
+    moe_layers: int
+    hidden: int
+    vocab: int
+    # parameters
+    dense_layer_params: int  # attention + norms + dense MLP
+    moe_layer_params: int  # attention + norms + router + shared experts (what FSDP shards like dense)
+    expert_params: int  # one routed expert
+    num_experts: int
+    top_k: int
+    embedding_params: int
+    lm_head_params: int  # separate output projection (0 when tied); the last PP stage holds a copy if tied
+    final_norm_params: int
+    dense_layer_adapter: int  # LoRA adapter parameters (0 unless peft)
+    moe_layer_adapter: int
+    # activation elements per token per layer (no checkpointing)
+    dense_act_rep: float
+    dense_act_tp: float
+    moe_act_rep: float
+    moe_act_tp: float
+    moe_act_expert: float
+    # FLOPs per token, forward+backward of a full training step (6 per linear weight)
+    dense_layer_flops: float  # linear layers of one dense layer
+    moe_layer_flops: float  # non-expert linear layers of one MoE layer (attention, router, shared)
+    moe_expert_flops: float  # top-k routed experts of one MoE layer
+    attention_flops: float  # attention scores of all layers at seq_length (causal; windows; none for linear)
+    lm_head_flops: float
+    # LoRA trains only adapters: no weight gradient for the frozen base, about 4/6 of the FLOPs
+    flops_scale: float
+    kv_dim: int  # key+value width per token of one layer (CP ring exchange)
+
+
+def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
+    """(query width, key+value width, value/output width) of one attention layer."""
+    if spec.uses_mla:
+        qk = (spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)
+        v = spec.v_head_dim or spec.head_dim
+        return spec.num_attention_heads * qk, spec.num_attention_heads * (qk + v), spec.num_attention_heads * v
+    q = spec.num_attention_heads * spec.head_dim
+    return q, 2 * spec.num_key_value_heads * spec.head_dim, q
+
+
+def _linear_shapes(spec: ModelSpec) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
+    """(attention, dense MLP, one expert) linear layers as (in, out): what LoRA adapts."""
+    h = spec.hidden_size
+    if spec.uses_mla:
+        heads = spec.num_attention_heads
+        qk = (spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)
+        v = spec.v_head_dim or spec.head_dim
+        kv_lora, rope = spec.kv_lora_rank or 0, spec.qk_rope_head_dim or 0
+        attn = [(h, kv_lora + rope), (kv_lora, heads * ((spec.qk_nope_head_dim or 0) + v)), (heads * v, h)]
+        attn += [(h, spec.q_lora_rank), (spec.q_lora_rank, heads * qk)] if spec.q_lora_rank else [(h, heads * qk)]
+    else:
+        q, kv = spec.num_attention_heads * spec.head_dim, spec.num_key_value_heads * spec.head_dim
+        attn = [(h, q), (h, kv), (h, kv), (q, h)]
+    mlp = [(h, spec.intermediate_size)] * 2 + [(spec.intermediate_size, h)]
+    expert = [(h, spec.moe_intermediate_size)] * 2 + [(spec.moe_intermediate_size, h)]
+    return attn, mlp, expert
+
+
+def _adapter(shapes: list[tuple[int, int]], rank: int) -> int:
+    return sum(rank * (i + o) for i, o in shapes)
+
+
+def _attention_activation(spec: ModelSpec) -> tuple[float, float]:
+    """(replicated, TP-split) activation elements per token of one attention block.
+
+    Saved for backward with flash/TE attention (no seq² scores): norm input and output (2h);
+    rotated q, k and v, the attention output and its contiguous copy fed to o_proj.
+    MLA adds the low-rank latents (not TP-split) and the expanded K/V.
+    """
+    h = spec.hidden_size
+    q, kv, v_out = _attention_dims(spec)
+    if spec.uses_mla:
+        latent = (spec.q_lora_rank or 0) + (spec.kv_lora_rank or 0) + (spec.qk_rope_head_dim or 0)
+        return 2 * h + 2 * latent, 2 * q + kv + 2 * v_out
+    return 2 * h, 2 * q + kv + v_out
+
+
+@lru_cache(maxsize=64)
+def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
+    """Build the ModelShape of `spec` for `training` (sequence length, PEFT rank)."""
+    pc = param_counts(spec)
+    h, seq = spec.hidden_size, training.seq_length
+    moe_layers = spec.moe_layers
+    dense_layers = spec.dense_layers
+    attn_params = pc.attention_per_layer + pc.norms_per_layer
+    dense_layer_params = attn_params + pc.dense_mlp_per_layer
+    moe_layer_params = attn_params + pc.router_per_moe_layer + pc.shared_per_moe_layer
+
+    rank = (training.peft_rank or 16) if training.is_peft else 0
+    attn_lin, mlp_lin, expert_lin = _linear_shapes(spec)
+    attn_adapter = _adapter(attn_lin, rank)
+    shared_adapter = _adapter(
+        [(h, spec.shared_expert_intermediate_size)] * 2 + [(spec.shared_expert_intermediate_size, h)], rank
+    ) if spec.num_shared_experts else 0
+    dense_adapter = attn_adapter + _adapter(mlp_lin, rank)
+    moe_adapter = attn_adapter + shared_adapter + spec.num_routed_experts * _adapter(expert_lin, rank)
+
+    att_rep, att_tp = _attention_activation(spec)
+    dense_act_rep, dense_act_tp = att_rep + 2 * h, att_tp + 3 * spec.intermediate_size
+    k, moe_i = spec.experts_per_token, spec.moe_intermediate_size
+    shared_i = spec.shared_expert_intermediate_size * max(spec.num_shared_experts, 0)
+    # router logits and probabilities in fp32 (2 elements each), then per top-k copy: the dispatched
+    # input, gate/up/activation intermediates and the expert output kept for the weighted combine.
+    moe_act_rep = att_rep + 2 * h + 4 * spec.num_routed_experts
+    moe_act_tp = att_tp + 3 * shared_i
+    moe_act_expert = k * (2 * h + 3 * moe_i)
+
+    q, kv, v_out = _attention_dims(spec)
+    # QK^T and AV, 6 = forward 2 + backward 4, over the keys a token attends to on average: half the
+    # sequence (causal), or the window for sliding-window layers; linear-attention layers have none.
+    window = min(spec.sliding_window or seq, seq / 2)
+    full_layers = spec.full_attention_layers - spec.sliding_window_layers
+    attention_flops = 6.0 * (q + v_out) * (full_layers * seq / 2 + spec.sliding_window_layers * window)
+    linear = 6.0 * pc.attention_per_layer
+    dense_layer_flops = linear + 6.0 * pc.dense_mlp_per_layer
+    moe_layer_flops = linear + 6.0 * (pc.shared_per_moe_layer + pc.router_per_moe_layer)
+    moe_expert_flops = 6.0 * k * pc.expert_per_expert
+    lm_head_weights = pc.lm_head if pc.lm_head else pc.embedding
+    return ModelShape(
+        num_layers=spec.num_layers,
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+        hidden=h,
+        vocab=spec.vocab_size,
+        dense_layer_params=dense_layer_params,
+        moe_layer_params=moe_layer_params,
+        expert_params=pc.expert_per_expert,
+        num_experts=spec.num_routed_experts,
+        top_k=k,
+        embedding_params=pc.embedding,
+        lm_head_params=pc.lm_head,
+        final_norm_params=h,
+        dense_layer_adapter=dense_adapter,
+        moe_layer_adapter=moe_adapter,
+        dense_act_rep=dense_act_rep,
+        dense_act_tp=dense_act_tp,
+        moe_act_rep=moe_act_rep,
+        moe_act_tp=moe_act_tp,
+        moe_act_expert=moe_act_expert,
+        dense_layer_flops=dense_layer_flops,
+        moe_layer_flops=moe_layer_flops,
+        moe_expert_flops=moe_expert_flops,
+        attention_flops=attention_flops,
+        lm_head_flops=6.0 * lm_head_weights,
+        flops_scale=4.0 / 6.0 if training.is_peft else 1.0,
+        kv_dim=kv,
+    )

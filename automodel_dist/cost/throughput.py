@@ -1,0 +1,241 @@
+"""Step time of one layout, as a breakdown in seconds (pure functions, no torch).
+
+Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
+query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus one
+extra forward when activation checkpointing recomputes it, over the GPU's peak times an achievable
+efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce-scatter only beyond
+the compute it overlaps with; TP collectives and EP dispatch/combine on the critical path (AutoModel
+does not overlap them by default); the CP ring exchange beyond the attention it overlaps with; pipeline
+send/receive and the schedule's bubble.
+
+Model TFLOP/s/GPU follows the calibration tables' convention (AutoModel's performance summary): model
+FLOPs without recompute, LoRA counted at 4 per weight, causal attention.
+
+The efficiency constants are fitted by `benchmarks/calibration.py` to the AutoModel H100 rows of
+reference/calibration.md (the "fit" rows there); the other throughput rows are held out.
+"""
+
+from __future__ import annotations
+
+from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.cost.shape import ModelShape
+from automodel_dist.layout import V_SCHEDULES, Layout
+from automodel_dist.problem import TrainingSpec
+
+# Achievable share of the bf16 dense peak for large dense GEMM + attention work on Hopper with TE
+# kernels, and for grouped routed-expert GEMMs (fit: reference/calibration.md AutoModel rows).
+DENSE_EFFICIENCY = 0.60
+EXPERT_EFFICIENCY = 0.35
+# LoRA runs many thin adapter GEMMs beside the frozen base; they cost time but no counted FLOPs.
+PEFT_EFFICIENCY = 0.85
+# Efficiency falls for small micro batches: factor tokens / (tokens + SMALL_BATCH_TOKENS).
+SMALL_BATCH_TOKENS = 512.0
+# Relative efficiency by GPU generation (compute capability major): Blackwell reaches a smaller share
+# of its higher peak at the same kernels (Megatron-Bridge's MFU bands, megatron-bridge.md §5).
+GENERATION_EFFICIENCY = {"8": 1.05, "9": 1.0, "10": 0.8}
+# fp8 linear layers run at this share of the fp8 peak's efficiency (fit: torchtitan Llama 3.1 8B
+# compile vs compile+Float8, 6,667 -> 8,532 tokens/s/GPU, peers.md §6/§7).
+FP8_RELATIVE_EFFICIENCY = 0.68
+# Achievable share of the link bandwidth for ring collectives (NVLink, inter-node network).
+NVLINK_EFFICIENCY = 0.75
+INTERNODE_EFFICIENCY = 0.8
+# Achievable share of the link bandwidth for the MoE dispatch/combine. The flex dispatchers (DeepEP,
+# HybridEP, UCCL-EP, MoK) run all-to-all kernels and send a token once per remote NVLink domain, then
+# forward it inside the domain; torch's path moves tokens with DTensor all-gather/reduce-scatter.
+FLEX_DISPATCHERS = ("deepep", "hybridep", "uccl_ep", "mok")
+FLEX_DISPATCH_EFFICIENCY = 0.6
+TORCH_DISPATCH_EFFICIENCY = 0.25
+# Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
+# last reduce-scatter of each step).
+FSDP_EXPOSED = 0.05
+# Zero-bubble schedules split the weight-gradient pass to fill most of the bubble.
+ZERO_BUBBLE_FACTOR = 1.0 / 3.0
+
+PARTS = (
+    "compute", "recompute", "pipeline_bubble", "tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm",
+)
+
+NOT_MODELED = (
+    "host overhead, kernel launch gaps and data loading",
+    "the optimizer step (memory-bandwidth bound, small when sharded)",
+    "stragglers, network contention and routing imbalance",
+    "async TP, EP overlap and CUDA graphs",
+)
+
+
+def model_flops_per_token(shape: ModelShape) -> float:
+    """The model FLOPs of one trained token (forward + backward), the calibration tables' convention."""
+    per_token = (
+        shape.dense_layers * shape.dense_layer_flops
+        + shape.moe_layers * (shape.moe_layer_flops + shape.moe_expert_flops)
+        + shape.attention_flops
+        + shape.lm_head_flops
+    )
+    return per_token * shape.flops_scale
+
+
+def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int) -> float:
+    """Bytes/s per GPU for a ring collective over `group` ranks spread evenly over `span` consecutive ranks.
+
+    Inside the NVLink domain: NVLink. Across domains each rank of the group drives its own NIC, so a
+    node's ranks in the group share the ring's inter-node hop: min(NVLink, ranks per node x NIC).
+    """
+    nvlink = gpu.nvlink_gbps * 1e9 * NVLINK_EFFICIENCY
+    if span <= nvlink_domain:
+        return nvlink
+    per_domain = max(1.0, group * nvlink_domain / span)
+    return min(nvlink, per_domain * gpu.internode_gbps * 1e9 * INTERNODE_EFFICIENCY)
+
+
+def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: float, domain: int) -> float:
+    """Seconds of one MoE dispatch (or combine) of `tokens` tokens per GPU over `layout.ep` ranks.
+
+    Each token goes to top_k experts spread evenly over the EP ranks (balanced routing). Copies to ranks
+    in the same NVLink domain cross NVLink; the rest cross the network, where the flex dispatchers send
+    one copy per remote domain hit instead of one per expert.
+    """
+    ep, k = layout.ep, shape.top_k
+    token_bytes = shape.hidden * 2
+    flex = layout.dispatcher in FLEX_DISPATCHERS
+    rate = FLEX_DISPATCH_EFFICIENCY if flex else TORCH_DISPATCH_EFFICIENCY
+    local_ranks = min(ep, domain)
+    local_copies = k * (local_ranks - 1) / ep
+    remote_copies = k * (ep - local_ranks) / ep
+    if flex and ep > domain:
+        domains = ep / domain
+        remote_copies = (domains - 1) * (1 - (1 - 1 / domains) ** k)
+    nvlink = tokens * local_copies * token_bytes / (gpu.nvlink_gbps * 1e9 * rate)
+    network = tokens * remote_copies * token_bytes / (gpu.internode_gbps * 1e9 * rate) if remote_copies else 0.0
+    return max(nvlink, network)
+
+
+def _bubble_fraction(layout: Layout) -> float:
+    if layout.pp <= 1:
+        return 0.0
+    n_micro = max(layout.n_microbatches, 1)
+    stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else max(layout.vpp, 1)
+    fraction = (layout.pp - 1) / (stages_per_rank * n_micro)
+    if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
+        fraction *= ZERO_BUBBLE_FACTOR
+    return fraction
+
+
+def time_breakdown(
+    shape: ModelShape,
+    layout: Layout,
+    training: TrainingSpec,
+    gpu: GpuSpec,
+    *,
+    nvlink_domain: int = 8,
+    defer_grad_sync: bool = True,
+) -> dict[str, float]:
+    """Seconds per optimizer step on one GPU, by part; the parts sum to the step time.
+
+    `defer_grad_sync` is AutoModel's `defer_fsdp_grad_sync` (default true): one reduce-scatter per step
+    instead of one per micro batch, and weights kept gathered across micro batches.
+    """
+    world = max(layout.world_size, 1)
+    tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    seq = training.seq_length
+    step_tokens = training.global_batch_size * seq
+    tokens_per_gpu = step_tokens / world
+
+    # --- compute ---
+    samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
+    mb_tokens = samples * seq / cp  # tokens of one micro batch on one GPU's sequence shard
+    size = mb_tokens / (mb_tokens + SMALL_BATCH_TOKENS)
+    generation = GENERATION_EFFICIENCY.get(gpu.compute_capability.split(".")[0], 1.0)
+    peft = PEFT_EFFICIENCY if training.is_peft else 1.0
+    dense_rate = gpu.tflops_bf16 * 1e12 * DENSE_EFFICIENCY * size * generation * peft
+    expert_rate = gpu.tflops_bf16 * 1e12 * EXPERT_EFFICIENCY * generation * peft
+    scale = shape.flops_scale
+    attention = shape.attention_flops * scale
+    dense_linear = (
+        shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * shape.moe_layer_flops
+        + shape.lm_head_flops
+    ) * scale
+    experts = shape.moe_layers * shape.moe_expert_flops * scale
+    linear_speed = 1.0
+    if training.precision == "fp8":
+        linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
+    attention_time = tokens_per_gpu * attention / dense_rate
+    compute = attention_time + tokens_per_gpu * (
+        dense_linear / dense_rate + experts / expert_rate
+    ) / linear_speed
+    # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
+    recompute = compute * (1.0 / 3.0) / scale if layout.activation_checkpointing else 0.0
+
+    # --- per-micro-batch collectives on the critical path ---
+    ga = max(layout.grad_accumulation, 1)
+    micro_batches = ga * (max(layout.n_microbatches, 1) if pp > 1 else 1)
+    layers_here = shape.num_layers / pp
+    forward_passes = 2 if layout.activation_checkpointing else 1  # forwards per micro batch
+
+    tp_comm = 0.0
+    if tp > 1:
+        volume = mb_tokens * shape.hidden * 2 * 2 * (tp - 1) / tp  # ring all-reduce bytes per GPU
+        collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
+        tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain)
+
+    ep_comm = 0.0
+    if ep > 1 and shape.moe_layers:
+        ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
+            shape, layout, gpu, mb_tokens, nvlink_domain
+        )  # dispatch + combine per forward and backward pass
+
+    cp_comm = 0.0
+    if cp > 1:
+        volume = (cp - 1) * mb_tokens * shape.kv_dim * 2
+        exchanges = (forward_passes + 2) * layers_here  # backward sends K/V and their gradients
+        ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain)
+        cp_comm = max(0.0, ring - attention_time)
+
+    pp_comm = 0.0
+    if pp > 1:
+        volume = mb_tokens * shape.hidden * 2 / (tp if layout.sequence_parallel else 1)
+        hops = 2 * max(layout.vpp, 1) * micro_batches  # activations forward, gradients backward
+        pp_comm = hops * volume / _bandwidth(gpu, 1, 2 * world // pp, nvlink_domain)
+
+    # --- FSDP / HSDP, overlapped with compute ---
+    fsdp_comm = 0.0
+    if layout.strategy != "ddp":
+        fsdp = max(layout.dp_shard, 1) * cp
+        head = shape.lm_head_params or shape.embedding_params
+        dense_w = (
+            shape.dense_layers * shape.dense_layer_params + shape.moe_layers * shape.moe_layer_params
+        ) / pp / tp + (shape.embedding_params + head) / min(pp, 2) / tp
+        expert_w = shape.moe_layers / pp * shape.num_experts / (ep if ep > 1 else tp) * shape.expert_params
+        if ep == 1:
+            dense_w, expert_w = dense_w + expert_w, 0.0
+        deferred = defer_grad_sync or pp > 1
+        # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
+        # reshard after forward and after backward and gather twice per micro batch
+        gathers = ga if deferred else 2 * ga
+        reductions = 0 if training.is_peft else (1 if deferred else ga)  # fp32 reduce-scatters
+        seconds = 0.0
+        if fsdp > 1:
+            bw = _bandwidth(gpu, fsdp, fsdp * tp, nvlink_domain)
+            seconds += (gathers * 2 + reductions * 4) * dense_w * (fsdp - 1) / fsdp / bw
+        expert_shard = layout.ep_shard if ep > 1 else 1
+        if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
+            bw = _bandwidth(gpu, expert_shard, layout.non_pp_size, nvlink_domain)
+            expert_gathers = ga
+            seconds += (expert_gathers * 2 + reductions * 4) * expert_w * (expert_shard - 1) / expert_shard / bw
+        replicas = max(layout.dp_replicate, 1)
+        if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
+            bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
+            shard = dense_w / fsdp + expert_w / max(expert_shard, 1)
+            seconds += shard * 4 * 2 * (replicas - 1) / replicas / bw
+        fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
+
+    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout)
+    return {
+        "compute": compute,
+        "recompute": recompute,
+        "pipeline_bubble": bubble,
+        "tp_comm": tp_comm,
+        "ep_comm": ep_comm,
+        "cp_comm": cp_comm,
+        "pp_comm": pp_comm,
+        "fsdp_comm": fsdp_comm,
+    }

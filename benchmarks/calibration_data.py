@@ -1,0 +1,207 @@
+"""Measured configurations the cost model is fitted to ("fit") or checked against ("held-out").
+
+Each row names its source. Throughput is compared as tokens/s/GPU (the physical rate; TFLOP/s depends
+on each source's FLOP-counting convention); memory as the source reports it: torchtitan logs the
+caching allocator's peak *reserved* memory, Megatron-Bridge the peak *allocated* memory.
+
+Sources (public):
+- AUTOMODEL: NeMo AutoModel `docs/performance-summary.mdx` (2025-10-02), DGX-H100 BF16 tables; activation
+  checkpointing per the benchmark recipes of that period (quoted in the project's calibration notes).
+- TITAN_H100: pytorch/torchtitan `benchmarks/llama3_h100_202412_torchtitan.md` (Grand Teton H100
+  96 GB HBM2e at 500 W; the 8B/70B/405B tomls of that commit use seq_len 8192; PP micro batches default
+  to the number of stages, interleaved schedules use 2 stages per rank; TP uses sequence and loss
+  parallelism; PP layers are not resharded after forward).
+- TITAN_H200: pytorch/torchtitan `benchmarks/llama3_8b_h200_2025-06_torchtitan.md`.
+- MB_HW: NVIDIA-NeMo/Megatron-Bridge `skills/nemo-mbridge-perf-moe-hardware-configs/SKILL.md` and
+  card.yaml; MB_DISPATCH: `skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md`;
+  MB_PERF: `docs/performance-summary.md` archive (DGX-H100 rows). Megatron keeps fp32 master weights and
+  reduce-scatters gradients every micro batch, so those rows use master_weights="fp32" and no deferral.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
+TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
+TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md"
+MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
+MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
+MB_PERF = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (archive, DGX-H100)"
+
+# torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
+TITAN_HBM_GIB = 95.0
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One measured run: the model, GPUs and layout it ran with, and what was measured."""
+
+    name: str
+    source: str
+    model: str
+    gpu: str
+    world_size: int
+    layout: dict[str, Any]
+    seq_length: int
+    global_batch_size: int
+    task: str = "pretrain"
+    precision: str = "bf16"
+    peft_rank: int | None = None
+    checkpointing: str = "none"  # none | full | selective (torchtitan's op-level policy)
+    master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
+    logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
+    defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
+    tokens_per_s_per_gpu: float | None = None
+    tflops_per_gpu: float | None = None
+    memory_gib: float | None = None
+    memory_metric: str = "reserved"  # reserved | allocated
+    hbm_gib: float | None = None  # when the GPU differs from the preset's
+    role: str = "fit"  # fit | held-out, for throughput
+    memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
+    notes: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+def _lora(name: str, model: str, gpus: int, tp: int, step_s: float, tflops: float, tps: float,
+          ac: bool, note: str) -> CalibrationRow:
+    return CalibrationRow(
+        name=name, source=AUTOMODEL, model=model, gpu="h100", world_size=gpus,
+        layout={"tp": tp, "local_batch_size": 2, "activation_checkpointing": ac, "sequence_parallel": tp > 1},
+        seq_length=4096, global_batch_size=32, task="peft", peft_rank=16, defer_grad_sync=gpus == 1,
+        checkpointing="full" if ac else "none", tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
+        notes=f"{step_s} s/step; LoRA rank 16 on all linear layers; {note}",
+    )
+
+
+_MULTI_GPU_LORA = ("AC not recorded in the table; the 70B PEFT benchmark recipe sets it on, with sequence "
+                   "parallelism, async TP and defer_fsdp_grad_sync false (and without AC the activations "
+                   "alone would exceed 80 GB)")
+
+def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *, precision: str,
+           checkpointing: str, tps: float, memory_gib: float, notes: str, gpu: str = "h100",
+           memory_role: str = "fit") -> CalibrationRow:
+    """A torchtitan run: fp32 master weights, throughput held out (eager/compile, not AutoModel's TE)."""
+    return CalibrationRow(
+        name=name, source=TITAN_H200 if gpu == "h200" else TITAN_H100, model=model, gpu=gpu, world_size=world,
+        layout=layout, seq_length=seq, global_batch_size=gbs, precision=precision, checkpointing=checkpointing,
+        master_weights="fp32", tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
+        hbm_gib=TITAN_HBM_GIB if gpu == "h100" else None, role="held-out", memory_role=memory_role, notes=notes,
+    )
+
+
+def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *,
+              model: str = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none", precision: str = "bf16",
+              tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
+              notes: str) -> CalibrationRow:
+    """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch; all held out."""
+    return CalibrationRow(
+        name=name, source=source, model=model, gpu="h100", world_size=world, layout=layout, seq_length=seq,
+        global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
+        defer_grad_sync=False, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, memory_gib=memory_gib,
+        memory_metric="allocated", role="held-out", memory_role="held-out", notes=notes,
+    )
+
+
+_L8B, _L70B, _L405B = "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B"
+_TP8 = {"tp": 8, "activation_checkpointing": True, "sequence_parallel": True}
+
+ROWS: tuple[CalibrationRow, ...] = (
+    # --- NeMo AutoModel, DGX-H100, BF16: throughput fit rows; every one ran on 80 GB ---
+    CalibrationRow(
+        name="AM Qwen3-30B-A3B pretrain 8xH100 EP8", source=AUTOMODEL, model="Qwen/Qwen3-30B-A3B",
+        gpu="h100", world_size=8,
+        layout={"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
+        seq_length=4096, global_batch_size=512, checkpointing="full", logit_bytes=4,
+        tokens_per_s_per_gpu=12040, tflops_per_gpu=277,
+        notes="21.773 s/step; TE + DeepEP, fake balanced gate; MaskedCrossEntropy(fp32_upcast=false)",
+    ),
+    CalibrationRow(
+        name="AM GPT-OSS-20B pretrain 8xH100 EP8", source=AUTOMODEL, model="openai/gpt-oss-20b",
+        gpu="h100", world_size=8,
+        layout={"ep": 8, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "deepep"},
+        seq_length=4096, global_batch_size=256, checkpointing="none", logit_bytes=0,
+        tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
+        notes="10.04 s/step; TE + DeepEP + FlexAttn, experts torch_mm; FusedLinearCrossEntropy",
+    ),
+    CalibrationRow(
+        name="AM Llama-3-70B pretrain 64xH100 CP2", source=AUTOMODEL, model="meta-llama/Meta-Llama-3-70B",
+        gpu="h100", world_size=64,
+        layout={"cp": 2, "local_batch_size": 1, "activation_checkpointing": True},
+        seq_length=8192, global_batch_size=128, checkpointing="full", defer_grad_sync=False,
+        tokens_per_s_per_gpu=866.77, tflops_per_gpu=389,
+        notes="18.90 s/step; TE + FSDP2 prefetch; recipe sets defer_fsdp_grad_sync false",
+    ),
+    _lora("AM Llama-3-8B LoRA 1xH100", "meta-llama/Meta-Llama-3-8B", 1, 1, 10.51, 402, 12472.87, False,
+          "AC off per the benchmark recipe"),
+    _lora("AM Qwen2.5-7B LoRA 1xH100", "Qwen/Qwen2.5-7B", 1, 1, 9.29, 423, 14110.05, False,
+          "AC off per the benchmark recipe"),
+    _lora("AM Llama-3-70B LoRA 8xH100 TP2", "meta-llama/Meta-Llama-3-70B", 8, 2, 15.00, 316, 1091.85, True,
+          _MULTI_GPU_LORA),
+    _lora("AM Qwen2.5-32B LoRA 8xH100 TP2", "Qwen/Qwen2.5-32B", 8, 2, 7.28, 301, 2250.31, True,
+          _MULTI_GPU_LORA),
+    _lora("AM Llama-3-70B LoRA 16xH100 TP2", "meta-llama/Meta-Llama-3-70B", 16, 2, 8.32, 285, 984.85, True,
+          _MULTI_GPU_LORA),
+    _lora("AM Qwen2.5-32B LoRA 16xH100 TP2", "Qwen/Qwen2.5-32B", 16, 2, 3.95, 277, 2072.89, True,
+          _MULTI_GPU_LORA),
+    # --- torchtitan FSDP2 (peers.md §6 rows 1-7): memory fit rows; throughput held out ---
+    _titan("TT Llama-3.1-8B FSDP8", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="bf16",
+           checkpointing="selective", tps=5762, memory_gib=82.4, notes="Table 1, eager bf16; 500 W H100"),
+    _titan("TT Llama-3.1-8B FSDP8 compile+fp8", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="fp8",
+           checkpointing="selective", tps=8532, memory_gib=76.8,
+           notes="Table 1; torch.compile not modelled; 500 W H100"),
+    _titan("TT Llama-3.1-8B FSDP128", _L8B, 128, {"local_batch_size": 2}, 8192, 256, precision="bf16",
+           checkpointing="selective", tps=5605, memory_gib=67.0, notes="Table 3, eager bf16; 500 W H100"),
+    *(
+        _titan(f"TT Llama-3.1-8B FSDP{8 // cp} CP{cp} seq{seq // 1024}k", _L8B, 8,
+               {"cp": cp, "local_batch_size": 1, "activation_checkpointing": True}, seq, 8 // cp,
+               precision="fp8", checkpointing="full", tps=tps, memory_gib=mem,
+               notes="Table 2, compile + Float8; 500 W H100")
+        for cp, seq, tps, mem in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2), (4, 131072, 1071, 84.0),
+                                  (8, 262144, 548, 84.5))
+    ),
+    _titan("TT Llama-3.1-70B FSDP32 TP8", _L70B, 256, {**_TP8, "local_batch_size": 16}, 8192, 512,
+           precision="fp8", checkpointing="full", tps=829, memory_gib=71.9,
+           notes="Table 4, compile + Float8, no AsyncTP; 500 W H100"),
+    _titan("TT Llama-3.1-405B FSDP8 TP8 PP8 1F1B", _L405B, 512,
+           {**_TP8, "pp": 8, "pp_schedule": "1f1b", "local_batch_size": 32, "micro_batch_size": 4}, 8192, 256,
+           precision="fp8", checkpointing="full", tps=100, memory_gib=82.5,
+           notes="Table 5, compile + Float8 + AsyncTP; 8 micro batches (one per stage); 500 W H100"),
+    _titan("TT Llama-3.1-405B FSDP8 TP8 PP8 interleaved", _L405B, 512,
+           {**_TP8, "pp": 8, "vpp": 2, "pp_schedule": "interleaved1f1b", "local_batch_size": 32,
+            "micro_batch_size": 2}, 8192, 256, precision="fp8", checkpointing="full", tps=128, memory_gib=72.7,
+           notes="Table 5; 2 stages per rank, 16 micro batches (one per stage); 500 W H100"),
+    *(
+        _titan(f"TT Llama-3.1-405B FSDP{8 // cp} CP{cp} TP8 PP8 seq{seq // 1024}k", _L405B, 512,
+               {**_TP8, "pp": 8, "cp": cp, "pp_schedule": "1f1b", "local_batch_size": 8, "micro_batch_size": 1},
+               seq, 8 * (8 // cp), precision="fp8", checkpointing="full", tps=tps, memory_gib=mem,
+               notes="Table 6, compile + Float8 + AsyncTP, 1F1B with 8 micro batches; 500 W H100")
+        for cp, seq, tps, mem in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9), (4, 131072, 31, 77.1),
+                                  (8, 262144, 16, 84.9))
+    ),
+    *(
+        _titan(f"TT Llama-3.1-8B FSDP{gpus} H200 compile+fp8", _L8B, gpus, {"local_batch_size": 2}, 8192,
+               2 * gpus, precision="fp8", checkpointing="selective", tps=tps, memory_gib=mem, gpu="h200",
+               memory_role="held-out",
+               notes="compile + Float8 with fp8 FSDP all-gather; torchtitan of 2025-06, whose toml "
+                     "(checkpointing policy) the page does not pin; the 2024-12 run of this shape used 61.8 GiB")
+        for gpus, tps, mem in ((32, 10938, 47.96), (64, 10753, 46.97))
+    ),
+    # --- Megatron-Bridge (a different stack): held out ---
+    _megatron("MB Qwen3-30B-A3B 16xH100 EP16 HybridEP", MB_HW, 16,
+              {"ep": 16, "local_batch_size": 1, "dispatcher": "hybridep"}, 4096, 1024,
+              tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
+              notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated"),
+    _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
+              {"ep": 16, "local_batch_size": 1, "dispatcher": "torch"}, 4096, 1024,
+              tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
+              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated"),
+    _megatron("MB Qwen3-30B-A3B 32xH100 EP8 full recompute", MB_HW, 32,
+              {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
+              4096, 256, checkpointing="full", tflops=210,
+              notes="card best_configs: ~210 TFLOP/s/GPU, MBS 4 GBS 256, DeepEP, full recompute"),
+    _megatron("MB Llama-3-8B 8xH100 FSDP8 fp8", MB_PERF, 8, {"local_batch_size": 1}, 8192, 128,
+              model="meta-llama/Meta-Llama-3-8B", precision="fp8", tps=14451, tflops=744,
+              notes="25.11, FP8 current scaling, Megatron FSDP, MBS 1, GA 16 (recompute not stated: none)"),
+)
