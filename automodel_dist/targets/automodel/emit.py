@@ -412,7 +412,10 @@ def _merge_distributed(base: CommentedMap, ours: CommentedMap, strategy: str) ->
 
 def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> CommentedMap:
     """The layout-bearing values of `ours` overwrite the base; sections the base lacks are added."""
+    own_data = "dataset" in base or "dataloader" in base  # the base's data: our placeholders stay out
     for section in ours:
+        if section in ("dataset", "dataloader") and own_data and section not in base:
+            continue
         if section not in base or not isinstance(base[section], CommentedMap):
             _merge_section(base, ours, section)
             continue

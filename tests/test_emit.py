@@ -1,0 +1,221 @@
+"""AutoModel emitter: parse(emit(layout)) == layout, only the keys each strategy accepts, reasons on chosen
+values, the header, and merging into a base recipe (comments and order kept; contradictions name both places)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from automodel_dist.compiler import compile_intent
+from automodel_dist.dispatcher import choose_dispatcher
+from automodel_dist.errors import InputError
+from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.planner import make_layout, plan
+from automodel_dist.problem import Problem
+from automodel_dist.targets.automodel.emit import COMMON_KEYS, STRATEGY_KEYS, emit_recipe
+from automodel_dist.targets.automodel.parse import parse_recipe
+
+
+def intent(model: str = "Qwen/Qwen3-30B-A3B", gpu: str = "h100-80gb", nodes: int = 2,
+           parallelism: dict[str, Any] | None = None, **training: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"model": model, "hardware": {"gpu": gpu, "nodes": nodes},
+                            "training": {"task": "sft", "seq_length": 4096, "global_batch_size": 256, **training}}
+    if parallelism:
+        spec["parallelism"] = parallelism
+    return spec
+
+
+def problem_of(spec: dict[str, Any]) -> Problem:
+    return resolve_intent(load_intent(spec))
+
+
+PROBLEMS = {
+    "moe-16xh100": intent(),
+    "dense-70b-32xh100": intent(model="meta-llama/Llama-3.1-70B", nodes=4),
+    "dense-8b-packed-32k": intent(model="Qwen/Qwen3-8B", nodes=1, seq_length=32768, global_batch_size=32,
+                                  packed_sequences=True),
+    "moe-gb200": intent(model="Qwen/Qwen3-235B-A22B", gpu="gb200-nvl72", nodes=32, global_batch_size=1024),
+    "lora-8b": intent(model="meta-llama/Llama-3.1-8B", nodes=1, task="peft", global_batch_size=64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_parse_of_emit_is_the_layout(name: str) -> None:
+    problem = problem_of(PROBLEMS[name])
+    result = plan(problem)
+    for c in [result.best, *result.alternatives[:40]]:
+        _, recipe = emit_recipe(problem, c.layout, c.estimate)
+        assert parse_recipe(recipe, world_size=problem.cluster.world_size, model=problem.model) == c.layout
+
+
+def test_round_trip_covers_every_strategy_and_dimension() -> None:
+    problem = problem_of(PROBLEMS["moe-16xh100"])
+    est = plan(problem).best.estimate
+    layouts = [
+        make_layout(problem, strategy="ddp", tp=1, pp=1, cp=1, ep=1, dp_replicate=1, vpp=1,
+                    activation_checkpointing=True, local_batch_size=2),
+        make_layout(problem, strategy="megatron_fsdp", tp=2, pp=1, cp=2, ep=1, dp_replicate=1, vpp=1,
+                    activation_checkpointing=False, local_batch_size=4),
+        make_layout(problem, strategy="fsdp2", tp=2, pp=2, cp=1, ep=4, dp_replicate=2, vpp=3,
+                    activation_checkpointing=True, local_batch_size=8, micro_batch_size=2),
+        make_layout(problem, strategy="fsdp2", tp=1, pp=4, cp=2, ep=2, dp_replicate=1, vpp=1,
+                    activation_checkpointing=False, local_batch_size=16, micro_batch_size=4),
+    ]
+    for layout in layouts:
+        _, recipe = emit_recipe(problem, layout, est)
+        assert parse_recipe(recipe, world_size=16, model=problem.model) == layout
+
+
+def test_distributed_keys_are_the_ones_each_strategy_accepts() -> None:
+    problem = problem_of(PROBLEMS["dense-70b-32xh100"])
+    est = plan(problem).best.estimate
+    for strategy in ("ddp", "megatron_fsdp", "fsdp2"):
+        layout = make_layout(problem, strategy=strategy, tp=1 if strategy == "ddp" else 2, pp=1, cp=1, ep=1,
+                             dp_replicate=1, vpp=1, activation_checkpointing=False, local_batch_size=1)
+        text, recipe = emit_recipe(problem, layout, est)
+        dist = recipe["distributed"]
+        assert set(dist) <= set(COMMON_KEYS) | set(STRATEGY_KEYS[strategy])
+        assert dist["dp_size"] is None and "  dp_size: null" in text
+        assert ("sequence_parallel" in dist) == (strategy == "fsdp2")
+        assert "pipeline" not in dist and "moe" not in dist
+        assert dist["strategy"] == strategy.lower()
+
+
+def test_pipeline_and_moe_blocks_appear_exactly_when_needed() -> None:
+    problem = problem_of(PROBLEMS["moe-16xh100"])
+    est = plan(problem).best.estimate
+    layout = make_layout(problem, strategy="fsdp2", tp=1, pp=2, cp=1, ep=8, dp_replicate=1, vpp=2,
+                         activation_checkpointing=False, local_batch_size=8, micro_batch_size=2)
+    _, recipe = emit_recipe(problem, layout, est)
+    pipe = recipe["distributed"]["pipeline"]
+    assert pipe["pp_schedule"] == "interleaved1f1b" and pipe["pp_microbatch_size"] == 2
+    assert -(-problem.model.num_layers // pipe["layers_per_stage"]) == 2 * 2  # ceil(layers / lps) stages
+    assert "pp_batch_size" not in pipe  # AutoModel overwrites it with local_batch_size
+    assert recipe["distributed"]["moe"] == {"reshard_after_forward": False}
+    single = layout.with_(pp=2, vpp=1, pp_schedule="1f1b")
+    _, recipe = emit_recipe(problem, single, est)
+    assert recipe["distributed"]["pipeline"]["pp_schedule"] == "1f1b"
+    assert "layers_per_stage" not in recipe["distributed"]["pipeline"]
+
+
+def test_header_comments_and_schema_line() -> None:
+    result = compile_intent(PROBLEMS["moe-16xh100"])
+    lines = result.yaml.splitlines()
+    head = [line for line in lines if line.startswith("#")]
+    assert "# yaml-language-server: $schema=../../schemas/automodel-recipe.schema.json" in head
+    assert any(f"{result.estimate.memory_gib:.1f} GiB" in line for line in head)
+    assert any(f"{result.estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU" in line for line in head)
+    body = lines[lines.index("distributed:") + 1:]
+    block = [line for line in body[:body.index("")] if not line.startswith("    ")]
+    assert block and all("  # " in line for line in block), "every chosen distributed value says why"
+    assert YAML(typ="safe").load(result.yaml) == result.recipe
+
+
+def test_model_backend_and_dispatcher_by_gpu_and_ep_locality() -> None:
+    h100 = problem_of(PROBLEMS["moe-16xh100"])
+    gb200 = problem_of(PROBLEMS["moe-gb200"])
+    assert choose_dispatcher(h100.model, h100.cluster, 1).name == "torch"
+    assert choose_dispatcher(h100.model, h100.cluster, 8).name == "hybridep"   # inside the 8-GPU node
+    assert choose_dispatcher(h100.model, h100.cluster, 16).name == "deepep"    # crosses nodes
+    assert choose_dispatcher(gb200.model, gb200.cluster, 32).name == "hybridep"  # NVL72 rack
+    dense = problem_of(PROBLEMS["dense-70b-32xh100"])
+    assert choose_dispatcher(dense.model, dense.cluster, 1).name is None
+
+    est = plan(h100).best.estimate
+    cp_layout = make_layout(h100, strategy="fsdp2", tp=1, pp=1, cp=2, ep=8, dp_replicate=1, vpp=1,
+                            activation_checkpointing=False, local_batch_size=1)
+    _, recipe = emit_recipe(h100, cp_layout, est)
+    backend = recipe["model"]["backend"]
+    assert backend["attn"] == "te" and backend["dispatcher"] == "hybridep" == cp_layout.dispatcher
+    _, dense_recipe = emit_recipe(dense, plan(dense).best.layout, est)
+    assert "backend" not in dense_recipe["model"]
+
+
+def test_scale_aware_timeout_packing_and_peft() -> None:
+    one_node = compile_intent(PROBLEMS["lora-8b"]).recipe
+    multi = compile_intent(PROBLEMS["moe-16xh100"]).recipe
+    assert 10 <= one_node["dist_env"]["timeout_minutes"] < multi["dist_env"]["timeout_minutes"]
+    assert one_node["peft"]["dim"] == 16 and one_node["peft"]["match_all_linear"] is True
+    assert "peft" not in multi
+    packed = compile_intent(PROBLEMS["dense-8b-packed-32k"]).recipe
+    assert packed["packed_sequence"]["packed_sequence_size"] == 32768
+    assert multi["packed_sequence"]["packed_sequence_size"] == 0
+    assert multi["model"]["pretrained_model_name_or_path"] == "Qwen/Qwen3-30B-A3B"
+
+
+# -- base recipe --------------------------------------------------------------------------------------------
+BASE = """\
+# Our team's recipe: this comment must survive
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+step_scheduler:
+  global_batch_size: 64   # team default
+  local_batch_size: 8
+  num_epochs: 3           # keep me
+model:
+  _target_: nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B  # our checkpoint
+dataset:   # our data, not the placeholder
+  _target_: nemo_automodel.components.datasets.llm.squad.make_squad_dataset
+  dataset_name: rajpurkar/squad
+distributed:
+  strategy: fsdp2
+  tp_size: 4
+  dp_size: 8              # a stale explicit dp_size
+  defer_fsdp_grad_sync: false   # ours, keep it
+optimizer:
+  _target_: torch.optim.AdamW
+  lr: 2.0e-5
+"""
+
+
+def write_intent(tmp_path: Path, pins: str = "") -> Path:
+    (tmp_path / "base.yaml").write_text(BASE, encoding="utf-8")
+    path = tmp_path / "intent.yaml"
+    path.write_text("model: meta-llama/Llama-3.1-8B\nhardware: {gpu: h100-80gb, nodes: 1}\n"
+                    "training: {task: sft, seq_length: 4096, global_batch_size: 128}\n"
+                    f"base_recipe: base.yaml\n{pins}", encoding="utf-8")
+    return path
+
+
+def test_base_recipe_keeps_comments_order_and_its_own_sections(tmp_path: Path) -> None:
+    result = compile_intent(write_intent(tmp_path))
+    text, recipe = result.yaml, result.recipe
+    for comment in ("# Our team's recipe: this comment must survive", "# keep me", "# our data, not the placeholder",
+                    "# our checkpoint", "# ours, keep it"):
+        assert comment in text
+    keys = list(recipe)
+    assert keys[:6] == ["recipe", "step_scheduler", "model", "dataset", "distributed", "optimizer"]
+    assert recipe["dataset"]["dataset_name"] == "rajpurkar/squad"
+    assert recipe["optimizer"]["lr"] == 2.0e-5 and recipe["step_scheduler"]["num_epochs"] == 3
+    dist = recipe["distributed"]
+    assert dist["dp_size"] is None and dist["tp_size"] == result.layout.tp
+    assert dist.get("defer_fsdp_grad_sync") is (False if result.layout.strategy == "fsdp2" else None)
+    assert recipe["step_scheduler"]["global_batch_size"] == 128
+    assert "dist_env" in recipe and "packed_sequence" in recipe
+    assert "dataloader" not in recipe, "the base's own data needs no placeholder dataloader"
+    assert parse_recipe(recipe, world_size=8, model=result.problem.model) == result.layout
+
+
+def test_base_value_contradicting_a_pin_names_both_places(tmp_path: Path) -> None:
+    path = write_intent(tmp_path, "parallelism:\n  tp: 2\n")
+    with pytest.raises(InputError) as err:
+        compile_intent(path)
+    exc = err.value
+    assert exc.where == f"{tmp_path / 'base.yaml'}:15:3"
+    assert f"{path}:6:3" in exc.message and "tp_size: 4" in exc.message
+
+
+def test_base_values_are_compared_as_automodel_reads_them() -> None:
+    problem = problem_of(intent(parallelism={"strategy": "megatron_fsdp", "activation_checkpointing": False}))
+    layout = make_layout(problem, strategy="megatron_fsdp", tp=1, pp=1, cp=1, ep=1, dp_replicate=1, vpp=1,
+                         activation_checkpointing=False, local_batch_size=1)
+    est = plan(replace(problem, pins=replace(problem.pins, strategy=None))).best.estimate
+    agreeing = "distributed:\n  strategy: megatron-fsdp\n  activation_checkpointing: 'off'\n"
+    _, recipe = emit_recipe(problem, layout, est, base=agreeing)
+    assert recipe["distributed"]["strategy"] == "megatron_fsdp"
+    with pytest.raises(InputError, match="activation_checkpointing: full"):
+        emit_recipe(problem, layout, est, base="distributed:\n  activation_checkpointing: full\n")
