@@ -37,16 +37,16 @@ FP32 = 4
 
 # Bytes per logit element alive at the loss: bf16 logits, the fp32 log-softmax kept for backward, and
 # in backward its fp32 gradient and the bf16 cast (fit: torchtitan Llama 3.1 8B rows, peers.md §6 rows 1-3).
-LOGIT_BYTES = 12.0
+LOGIT_BYTES = 8.0
 # torchtitan's op-level selective checkpointing keeps about this share of the no-checkpointing
 # activations (every other matmul output plus attention outputs; fit: peers.md §6 rows 1-2).
-SELECTIVE_AC_KEEP = 0.45
+SELECTIVE_AC_KEEP = 0.55
 # Layers' worth of full activations alive while one checkpointed layer is recomputed and back-propagated
 # (the recomputed activations and their gradients; fit: peers.md §6 rows 3-4).
-RECOMPUTE_WORKING_LAYERS = 2.0
+RECOMPUTE_WORKING_LAYERS = 4.0
 # Caching-allocator fragmentation as a share of the transient memory (activations, logits, gathered
 # weights): reserved minus allocated (fit: peers.md §6 rows 1-6, which report reserved memory).
-FRAGMENTATION = 0.12
+FRAGMENTATION = 0.15
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL communicator buffers, GiB per rank (outside the
 # caching allocator; nvidia-smi shows it, torch.cuda.max_memory_reserved does not).
 RUNTIME_GIB = 1.5

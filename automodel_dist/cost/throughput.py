@@ -25,9 +25,9 @@ from automodel_dist.problem import TrainingSpec
 # Achievable share of the bf16 dense peak for large dense GEMM + attention work on Hopper with TE
 # kernels, and for grouped routed-expert GEMMs (fit: reference/calibration.md AutoModel rows).
 DENSE_EFFICIENCY = 0.60
-EXPERT_EFFICIENCY = 0.35
+EXPERT_EFFICIENCY = 0.30
 # LoRA runs many thin adapter GEMMs beside the frozen base; they cost time but no counted FLOPs.
-PEFT_EFFICIENCY = 0.85
+PEFT_EFFICIENCY = 0.80
 # Efficiency falls for small micro batches: factor tokens / (tokens + SMALL_BATCH_TOKENS).
 SMALL_BATCH_TOKENS = 512.0
 # Relative efficiency by GPU generation (compute capability major): Blackwell reaches a smaller share
@@ -43,7 +43,7 @@ INTERNODE_EFFICIENCY = 0.8
 # HybridEP, UCCL-EP, MoK) run all-to-all kernels and send a token once per remote NVLink domain, then
 # forward it inside the domain; torch's path moves tokens with DTensor all-gather/reduce-scatter.
 FLEX_DISPATCHERS = ("deepep", "hybridep", "uccl_ep", "mok")
-FLEX_DISPATCH_EFFICIENCY = 0.6
+FLEX_DISPATCH_EFFICIENCY = 0.9
 TORCH_DISPATCH_EFFICIENCY = 0.25
 # Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
 # last reduce-scatter of each step).
