@@ -144,8 +144,9 @@ def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
         target = target.get("_target_")
     if not isinstance(target, str) or not target.strip():
         out.append(r.RECIPE_TARGET.finding(
-            "the recipe does not name its recipe class (top-level `recipe:`)",
-            hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction`",
+            "the recipe does not name its recipe class (top-level `recipe:`): the `automodel` CLI will refuse it",
+            hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction` (not needed when a recipe script "
+                 "is run with -c)",
             automodel_message="YAML config must specify a recipe target."))
 
 

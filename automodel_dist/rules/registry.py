@@ -157,7 +157,8 @@ EP_LEAVES_NVLINK = register(
 # Recipe rules (rules/recipe.py): judged from the recipe mapping itself.
 # ---------------------------------------------------------------------------------------------------
 RECIPE_TARGET = register(
-    "am-r1-recipe-target", ERROR, "recipe", "the recipe must name its recipe class", automodel=("R1",))
+    "am-r1-recipe-target", WARNING, "recipe",
+    "the `automodel` CLI needs the recipe class in `recipe:` (a recipe script run with -c does not)", automodel=("R1",))
 ENV_VAR = register(
     "am-r2-env-var", ERROR, "", "every ${VAR} without a default must be set in the environment", automodel=("R2",))
 DISTRIBUTED_MISSING = register(
