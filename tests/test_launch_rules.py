@@ -6,17 +6,14 @@ import signal
 from typing import Any
 
 import pytest
-from launch_support import make_problem
 from nemo_automodel.components.training.signal_handler import resolve_signal
 
 from automodel_dist.findings import Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules.launch import (
     check_launch,
-    ep_groups_crossing,
     handles_sigusr1,
     names_sigusr1,
-    recommended_timeout_minutes,
     sbatch_env,
 )
 
@@ -33,8 +30,7 @@ SRUN_NATIVE_SBATCH = """\
 #SBATCH --ntasks-per-node=8
 srun python pretrain.py  # one process per GPU, no torchrun
 """
-GOOD_RECIPE: dict[str, Any] = {"dist_env": {"timeout_minutes": 30},
-                               "step_scheduler": {"preemption_signal": ["SIGUSR1", "SIGTERM"]}}
+GOOD_RECIPE: dict[str, Any] = {"step_scheduler": {"preemption_signal": ["SIGUSR1", "SIGTERM"]}}
 
 
 def _rules(findings: list[Finding]) -> dict[str, Finding]:
@@ -111,51 +107,13 @@ def test_sbatch_env_reads_defaults_and_references() -> None:
     assert env == {"A": "/x", "B": "/x/y", "C": "/x/z", "D": "plain"}
 
 
-# --- process-group timeout --------------------------------------------------------------------------
-
-@pytest.mark.parametrize(("dist_env", "said"), [({}, "not set"), ({"timeout_minutes": 5}, "is 5")])
-def test_short_timeout_on_several_nodes_warns(dist_env: dict, said: str) -> None:
-    finding = _check({"dist_env": dist_env})["launch-timeout"]
-    assert finding.severity == "warning" and said in finding.message
-    assert "timeout_minutes: 10" in finding.hint
-
-
-def test_moe_across_nodes_is_told_the_moe_timeout() -> None:
-    model = make_problem("qwen3-30b-a3b", "h100-80gb", 2).model
-    finding = _check({"dist_env": {}}, model=model)["launch-timeout"]
-    assert "MoE" in finding.message and "timeout_minutes: 30" in finding.hint
-
-
-@pytest.mark.parametrize(("dist_env", "nodes"), [({"timeout_minutes": 10}, 2), ({}, 1), ({"timeout_minutes": 60}, 64)])
-def test_long_enough_timeout_or_single_node_is_fine(dist_env: dict, nodes: int) -> None:
-    assert "launch-timeout" not in _check({"dist_env": dist_env}, nodes=nodes)
-
-
-@pytest.mark.parametrize("nodes", [2, 16, 128])
-@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b"])
-def test_recommended_timeouts_clear_the_rule(nodes: int, model: str) -> None:
-    spec = make_problem(model, "h100-80gb", nodes).model
-    minutes = recommended_timeout_minutes(nodes, spec.is_moe)
-    assert minutes == (30 if spec.is_moe else 10)
-    assert "launch-timeout" not in _check({"dist_env": {"timeout_minutes": minutes}}, nodes=nodes, model=spec)
-    assert "launch-timeout" in _check({"dist_env": {"timeout_minutes": 9}}, nodes=nodes, model=spec)
-
-
 # --- EP groups and the dispatcher's NVLink needs ------------------------------------------------------
-
-def test_ep_groups_crossing_counts_autmodel_groups() -> None:
-    assert ep_groups_crossing(Layout(world_size=16, ep=16), 8) == 1
-    assert ep_groups_crossing(Layout(world_size=16, ep=8), 8) == 0
-    # ep=3 inside stages of 24 ranks: [6,7,8] and [15,16,17] cross a node edge, in both stages
-    assert ep_groups_crossing(Layout(world_size=48, pp=2, ep=3), 8) == 4
-    assert ep_groups_crossing(Layout(world_size=64, ep=64), 72) == 0
-
 
 def test_mok_beyond_the_nvlink_domain_is_an_error() -> None:
     layout = Layout(world_size=16, ep=16, dispatcher="mok")
     finding = _check(layout=layout, nvlink_domain=8)["launch-ep-nvlink"]
     assert finding.severity == "error" and finding.path == "model.backend.dispatcher"
-    assert "NVLink domain" in finding.message
+    assert "8-GPU NVLink domain" in finding.message and "MoK" in finding.message
 
 
 @pytest.mark.parametrize(("world", "ep", "domain"), [(16, 8, 8), (64, 64, 72)])
@@ -170,12 +128,13 @@ def test_mok_on_two_nvl72_racks_crosses_the_rack_edge() -> None:
     # 128 GPUs fill rack 1 (ranks 0-71) and part of rack 2: the EP group 64..127 spans both racks.
     layout = Layout(world_size=128, ep=64, dispatcher="mok")
     findings = check_launch(GOOD_RECIPE, world_size=128, gpus_per_node=4, layout=layout, nvlink_domain=72)
-    assert "1 EP group(s)" in _rules(findings)["launch-ep-nvlink"].message
+    assert _rules(findings)["launch-ep-nvlink"].severity == "error"
 
 
-def test_deepep_across_nodes_warns_and_inside_a_node_does_not() -> None:
-    assert _check(layout=Layout(world_size=16, ep=16, dispatcher="deepep"))["launch-ep-nvlink"].severity == "warning"
-    assert "launch-ep-nvlink" not in _check(layout=Layout(world_size=16, ep=8, dispatcher="deepep"))
+@pytest.mark.parametrize("dispatcher", ["deepep", "torch", "uccl_ep", None])
+def test_other_dispatchers_across_nodes_are_left_to_the_topology_rule(dispatcher: str | None) -> None:
+    layout = Layout(world_size=16, ep=16, dispatcher=dispatcher)
+    assert "launch-ep-nvlink" not in _check(layout=layout, sbatch="#!/bin/bash\n")
 
 
 def test_hybridep_across_domains_needs_the_domain_size_in_the_script() -> None:

@@ -26,20 +26,21 @@ from automodel_dist.launch import write_launch_files
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.slurm import render_sbatch
 from automodel_dist.rules.launch import check_launch
+from automodel_dist.rules.recipe import check_recipe
 from automodel_dist.yamlio import load_document
 
 SHARED = {"cache_dir": "/lustre/cache", "account": "llm-team", "partition": "batch", "time": "1-00:00:00"}
 CONTAINER = {**SHARED, "container_image": "nvcr.io/nvidia/nemo-automodel:25.11",
              "container_mounts": ["/lustre/data:/data"], "env": {"NCCL_DEBUG": "WARN", "NOTE": "a $b 'c'"}}
 
-# (id, model, gpu, nodes, gpus_per_node, layout, launcher block, expected timeout_minutes)
+# (id, model, gpu, nodes, gpus_per_node, layout, launcher block, timeout_minutes the emitter picks)
 PLANS = [
-    ("dense-1node-defaults", "llama-3.1-8b", "h100-80gb", 1, None, {}, None, None),
-    ("dense-half-node", "llama-3.1-8b", "h100-80gb", 1, 4, {"tp": 2}, SHARED, None),
+    ("dense-1node-defaults", "llama-3.1-8b", "h100-80gb", 1, None, {}, None, 10),
+    ("dense-half-node", "llama-3.1-8b", "h100-80gb", 1, 4, {"tp": 2}, SHARED, 10),
     ("moe-2nodes-hybridep-container", "qwen3-30b-a3b", "h100-80gb", 2, None,
      {"ep": 8, "dispatcher": "hybridep"}, CONTAINER, 30),
     ("moe-nvl72-mok", "deepseek-v3", "gb200-nvl72", 16, None, {"ep": 64, "dispatcher": "mok"}, SHARED, 30),
-    ("dense-4nodes-tp-pp", "llama-3.1-70b", "a100-80gb", 4, None, {"tp": 8, "pp": 2}, SHARED, 10),
+    ("dense-4nodes-tp-pp", "llama-3.1-70b", "a100-80gb", 4, None, {"tp": 8, "pp": 2}, SHARED, 20),
 ]
 IDS = [plan[0] for plan in PLANS]
 
@@ -123,6 +124,9 @@ def test_written_launch_passes_the_launch_rules(tmp_path: Path, plan: tuple) -> 
         assert findings == []
     else:
         assert all(f.severity != "error" for f in findings)
+    recipe_rules = check_recipe(load_document(recipe_path).plain(), world_size=cluster.world_size,
+                                gpus_per_node=cluster.gpus_per_node, model=result.problem.model)
+    assert "dist-env-timeout" not in {f.rule for f in recipe_rules}
 
 
 def test_existing_recipe_values_that_already_work_are_kept(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
-from automodel_dist.rules.launch import recommended_timeout_minutes
+from automodel_dist.targets.automodel.emit import timeout_minutes
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,11 @@ class RecipeSetting:
     satisfied_by: Callable[[Any], bool]
 
 
-def timeout_settings(problem: Problem) -> list[RecipeSetting]:
-    """`dist_env.timeout_minutes` for the job's scale (any multi-node launcher needs it)."""
-    minutes = recommended_timeout_minutes(problem.cluster.nodes, problem.model.is_moe)
-    if minutes is None:
-        return []
-    scale = f"{problem.cluster.nodes} nodes" if problem.cluster.nodes > 1 else "one node"
-    kind = "MoE " if problem.model.is_moe else ""
-    return [RecipeSetting(
-        "dist_env.timeout_minutes", minutes,
-        f"{kind}on {scale}: AutoModel's 1-minute default is shorter than start-up and checkpoint waits",
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= minutes)]
+def timeout_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
+    """`dist_env.timeout_minutes` for the job's scale: the emitter's choice, kept if the recipe lost it."""
+    minutes, why = timeout_minutes(problem, layout)
+    return [RecipeSetting("dist_env.timeout_minutes", minutes, why,
+                          lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= minutes)]
 
 
 def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[RecipeSetting]) -> list[str]:

@@ -44,8 +44,7 @@ def accelerator_name(gpu: GpuSpec) -> str:
 
 def skypilot_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
     """Recipe settings a SkyPilot run needs (spot preemption already sends SIGTERM, AutoModel's default)."""
-    del layout
-    return timeout_settings(problem)
+    return timeout_settings(problem, layout)
 
 
 def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSettings,

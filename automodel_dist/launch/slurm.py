@@ -29,16 +29,12 @@ WORKER_PATTERN = "-u -m nemo_automodel[.]cli[.]app"  # torchrun starts each work
 
 
 def slurm_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
-    """What the recipe needs to run under this script: a SIGUSR1 handler and a timeout fit for the scale.
-
-    `layout` is accepted for symmetry with the other launch writers; nothing here depends on it yet.
-    """
-    del layout
+    """What the recipe needs to run under this script: a SIGUSR1 handler and a timeout fit for the scale."""
     preemption = RecipeSetting(
         "step_scheduler.preemption_signal", ["SIGUSR1", "SIGTERM"],
         f"Slurm sends USR1 {PREEMPTION_WARNING_SECONDS}s before the time limit; SIGTERM on scancel",
         handles_sigusr1)
-    return [preemption, *timeout_settings(problem)]
+    return [preemption, *timeout_settings(problem, layout)]
 
 
 def _exports(env: list[EnvVar]) -> list[str]:

@@ -1,14 +1,13 @@
 """Multi-node launch failures, as rules: what breaks when a recipe that works on one node meets Slurm.
 
 Sources: AutoModel's `slurm.sub` and `docs/launcher/slurm.mdx` (one torchrun per node; USR1 forwarded
-for preemption checkpoints; `dist_env.timeout_minutes` defaults to 1), the Megatron-Bridge multi-node
-Slurm skill (`--ntasks-per-node=8` with torchrun → EADDRINUSE; caches and NEMO_HOME on shared storage),
-and the MoE dispatcher notes (HybridEP's NVLink-domain size; DeepEP internode dispatch timeouts,
-NVIDIA-NeMo/Automodel #3967 and Megatron-Bridge #5067; MoK fuses its all-to-all over one NVLink domain).
+for preemption checkpoints), the Megatron-Bridge multi-node Slurm skill (`--ntasks-per-node=8` with
+torchrun → EADDRINUSE; caches and NEMO_HOME on shared storage), and the MoE dispatcher notes (HybridEP
+needs the real NVLink-domain size; MoK fuses dispatch and combine over one NVLink domain).
 
-`check_launch` judges a recipe mapping and, when given, the sbatch script that launches it. The
-thresholds here are also what the launch writers emit, so the compiler never writes what these rules
-reject.
+`check_launch` judges a recipe mapping and, when given, the sbatch script that launches it; the launch
+writers run it on what they write. The multi-node timeout and EP-beyond-NVLink topology warnings are
+recipe and layout rules (`dist-env-timeout`, `topo-ep-leaves-nvlink`), not repeated here.
 """
 
 from __future__ import annotations
@@ -18,16 +17,9 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
+from automodel_dist.dispatcher import ep_group_in_domain
 from automodel_dist.findings import ERROR, WARNING, Finding
 from automodel_dist.layout import Layout
-from automodel_dist.verify.groups import plan_meshes
-
-# AutoModel's default is 1 minute; its multi-node examples use 10-60 (reference/automodel.md §8.2, §10.13).
-MIN_MULTINODE_TIMEOUT_MINUTES = 10
-# Large MoE across nodes: expert weights load and checkpoints consolidate while other ranks wait at a
-# collective; AutoModel's 8-node DeepSeek-V4-Flash MoK example uses 30.
-MOE_MULTINODE_TIMEOUT_MINUTES = 30
-AUTOMODEL_DEFAULT_TIMEOUT_MINUTES = 1
 
 # Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
 # that the others cannot read).
@@ -43,13 +35,6 @@ _SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
 _EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def recommended_timeout_minutes(nodes: int, is_moe: bool) -> int | None:
-    """The `dist_env.timeout_minutes` a launch writer emits for this scale (None: AutoModel's default is fine)."""
-    if nodes > 1:
-        return MOE_MULTINODE_TIMEOUT_MINUTES if is_moe else MIN_MULTINODE_TIMEOUT_MINUTES
-    return MIN_MULTINODE_TIMEOUT_MINUTES if is_moe else None
 
 
 def is_node_local(path: str) -> bool:
@@ -73,54 +58,33 @@ def handles_sigusr1(preemption_signal: object) -> bool:
     return any(names_sigusr1(e) for e in entries)
 
 
-def ep_groups_crossing(layout: Layout, domain: int) -> int:
-    """How many EP groups span more than one block of `domain` consecutive ranks.
-
-    The groups are AutoModel's (verify.groups: `ep` consecutive ranks within each pipeline stage);
-    ranks fill nodes in order, so a block of `domain` ranks is a node or an NVLink domain. A layout
-    whose meshes cannot be built has no EP groups to judge (the layout rules report it).
-    """
-    if layout.ep <= 1 or domain <= 0 or layout.strategy != "fsdp2" or layout.mesh_size != layout.world_size \
-            or layout.non_pp_size % layout.ep:
-        return 0
-    return sum(1 for group in plan_meshes(layout).groups("ep") if group[0] // domain != group[-1] // domain)
-
-
-def ep_dispatcher_findings(layout: Layout, *, gpus_per_node: int, nvlink_domain: int,
+def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,
                            env: Mapping[str, str] | None = None) -> list[Finding]:
-    """Dispatchers that need the EP group inside a node or an NVLink domain.
+    """Dispatchers that need to know, or stay inside, the NVLink domain the EP groups span.
 
     `env` is the launch script's environment (None when there is no script to judge).
     """
+    if layout.ep <= 1 or layout.strategy != "fsdp2" or ep_group_in_domain(layout.ep, nvlink_domain, layout.world_size):
+        return []
     path = "model.backend.dispatcher"
-    dispatcher = layout.dispatcher
-    findings: list[Finding] = []
-    if dispatcher == "mok" and (n := ep_groups_crossing(layout, nvlink_domain)):
-        findings.append(Finding(
+    if layout.dispatcher == "mok":
+        return [Finding(
             "launch-ep-nvlink", ERROR, path,
-            f"dispatcher 'mok' with ep_size={layout.ep}: {n} EP group(s) span more than one NVLink domain of "
-            f"{nvlink_domain} GPUs; MoK fuses its dispatch and combine over a single NVLink domain",
-            hint=f"keep ep_size within the NVLink domain ({nvlink_domain}) and aligned to it, or use "
-                 "dispatcher: hybridep (or torch) for cross-domain expert parallelism"))
-    elif dispatcher == "deepep" and (n := ep_groups_crossing(layout, gpus_per_node)):
-        findings.append(Finding(
-            "launch-ep-nvlink", WARNING, path,
-            f"dispatcher 'deepep' with ep_size={layout.ep}: {n} EP group(s) span nodes, so dispatch goes through "
-            "DeepEP's internode (RDMA/NVSHMEM) kernels, which have timed out in large runs "
-            "('DeepEP error: timeout (dispatch CPU)')",
-            hint=f"keep ep_size <= {gpus_per_node} (one node), or use dispatcher: hybridep, which AutoModel's "
-                 "benchmarks switched to after these timeouts"))
-    elif dispatcher == "hybridep" and env is not None and ep_groups_crossing(layout, nvlink_domain):
+            f"dispatcher 'mok' with ep_size={layout.ep}: expert-parallel groups of {layout.ep} consecutive ranks "
+            f"leave the {nvlink_domain}-GPU NVLink domain, and MoK fuses dispatch and combine over one domain",
+            hint=f"keep ep_size a divisor of the NVLink domain ({nvlink_domain}), or use dispatcher: hybridep "
+                 "for expert parallelism across domains")]
+    if layout.dispatcher == "hybridep" and env is not None:
         value = env.get(HYBRIDEP_DOMAIN_VAR)
         if value != str(nvlink_domain):
             told = "is not set" if value is None else f"is {value}"
-            findings.append(Finding(
+            return [Finding(
                 "launch-ep-nvlink", WARNING, path,
-                f"dispatcher 'hybridep' with EP groups spanning NVLink domains, but {HYBRIDEP_DOMAIN_VAR} {told}; "
-                f"HybridEP needs the real domain size ({nvlink_domain}), a mismatch costs speed and sometimes "
-                "correctness",
-                hint=f"export {HYBRIDEP_DOMAIN_VAR}={nvlink_domain} in the launch script"))
-    return findings
+                f"dispatcher 'hybridep' with EP groups spanning NVLink domains, but {HYBRIDEP_DOMAIN_VAR} {told} "
+                f"in the launch script; HybridEP needs the real domain size ({nvlink_domain}): a mismatch costs "
+                "speed and sometimes correctness",
+                hint=f"export {HYBRIDEP_DOMAIN_VAR}={nvlink_domain} in the launch script")]
+    return []
 
 
 def sbatch_env(sbatch_text: str) -> dict[str, str]:
@@ -209,29 +173,16 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
                  nvlink_domain: int | None = None) -> list[Finding]:
     """Every launch rule on a recipe (and its sbatch script, when given).
 
-    `model` is a ModelSpec (or None); `layout` is the recipe's parsed Layout, needed for the EP
-    dispatcher rule; `nvlink_domain` defaults to `gpus_per_node`.
+    `layout` is the recipe's parsed Layout, needed for the dispatcher rule; `nvlink_domain` is the
+    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`. `model` is accepted for symmetry
+    with the other rule entry points; no launch rule needs it yet.
     """
+    del model
     findings: list[Finding] = []
     multi_node = world_size > gpus_per_node
-    is_moe = bool(getattr(model, "is_moe", False))
-    timeout = _get(recipe, "dist_env.timeout_minutes")
-    given = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None
-    effective = given if given is not None else AUTOMODEL_DEFAULT_TIMEOUT_MINUTES
-    if multi_node and effective < MIN_MULTINODE_TIMEOUT_MINUTES:
-        nodes = -(-world_size // gpus_per_node)
-        why = "large MoE across nodes" if is_moe else f"{nodes} nodes"
-        said = f"is {given}" if given is not None else f"is not set (AutoModel's default: {effective})"
-        want = recommended_timeout_minutes(nodes, is_moe)
-        findings.append(Finding(
-            "launch-timeout", WARNING, "dist_env.timeout_minutes",
-            f"dist_env.timeout_minutes {said}: with {why}, process-group start-up and any collective that waits "
-            "on rank 0 (model download, checkpoint consolidation) outlast it and the NCCL watchdog kills the job",
-            hint=f"set dist_env.timeout_minutes: {want} (AutoModel's multi-node examples use 10-60)"))
     if multi_node:
         ckpt_dir = _get(recipe, "checkpoint.checkpoint_dir")
-        enabled = _get(recipe, "checkpoint.enabled")
-        if enabled is not False and isinstance(ckpt_dir, str) and is_node_local(ckpt_dir):
+        if _get(recipe, "checkpoint.enabled") is not False and isinstance(ckpt_dir, str) and is_node_local(ckpt_dir):
             findings.append(Finding(
                 "launch-node-local-cache", ERROR, "checkpoint.checkpoint_dir",
                 f"checkpoint.checkpoint_dir {ckpt_dir} is on node-local storage: each node writes only its own "
@@ -239,8 +190,7 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
                 hint="put checkpoint_dir on storage every node mounts (e.g. a Lustre or NFS path)"))
     env = sbatch_env(sbatch_text) if sbatch_text is not None else None
     if layout is not None:
-        findings += ep_dispatcher_findings(layout, gpus_per_node=gpus_per_node,
-                                           nvlink_domain=nvlink_domain or gpus_per_node, env=env)
+        findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node)
     return findings
