@@ -134,123 +134,106 @@ def memory_breakdown(
     nvlink_domain: int = 8,
     options: RecipeOptions = AUTOMODEL_DEFAULTS,
 ) -> dict[str, float]:
-    """Peak memory (GiB) of the most loaded rank: the first or the last pipeline stage."""
+    """Peak memory (GiB) of the most loaded rank: the first or the last pipeline stage.
+
+    Rank-independent sizes are computed once; only the layers, embedding/head and micro batches in
+    flight differ between the two candidate ranks.
+    """
     mode = options.checkpointing or ("full" if layout.activation_checkpointing else "none")
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
-    ranks = (0,) if layout.pp <= 1 else (0, layout.pp - 1)
-    best: dict[str, float] = {}
-    best_total = -1.0
-    for rank in ranks:
-        parts = _rank_memory(shape, layout, training, rank, mode, nvlink_domain, options)
-        total = sum(parts.values())
-        if total > best_total:
-            best, best_total = parts, total
-    return best
-
-
-def _rank_memory(
-    shape: ModelShape, layout: Layout, training: TrainingSpec, rank: int, mode: str, nvlink_domain: int,
-    options: RecipeOptions,
-) -> dict[str, float]:
-    tp, cp, pp = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1)
+    tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
     num_stages = pp * max(layout.vpp, 1)
-    stages = rank_stages(layout, rank) if pp > 1 else (0,)
-    dense_n = moe_n = 0
-    for stage in stages:
-        d, m = stage_layers(shape, num_stages, stage)
-        dense_n += d
-        moe_n += m
-    has_embedding = 0 in stages
-    has_head = (num_stages - 1) in stages
-
-    # --- weights held by this rank before FSDP sharding (TP-split) ---
-    head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
-    outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
-    dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
-    experts_per_rank = shape.num_experts / layout.ep if layout.ep > 1 else shape.num_experts / tp
-    local_experts_w = moe_n * experts_per_rank * shape.expert_params  # unsharded, on this EP rank
+    peft = training.is_peft
     ddp = layout.strategy == "ddp"
     fsdp = 1 if ddp else max(layout.dp_shard, 1) * cp
-    expert_shard = 1 if ddp else (max(layout.ep_shard, 1) if layout.ep > 1 else fsdp)
-    sharded_w = dense_w / fsdp + local_experts_w / expert_shard
+    expert_shard = 1 if ddp else (max(layout.ep_shard, 1) if ep > 1 else fsdp)
     fp32_master = options.master_weights == "fp32"
     weight_bytes = FP32 if fp32_master else BF16
-
-    if training.is_peft:
-        trained = (dense_n * shape.dense_layer_adapter + moe_n * shape.moe_layer_adapter) / tp / fsdp
-        params = sharded_w * BF16 + trained * FP32
-        grads = trained * FP32
-        optim = trained * 2 * FP32
-        trained_unsharded = trained * fsdp
-    else:
-        params = sharded_w * weight_bytes
-        grads = sharded_w * weight_bytes
-        optim = sharded_w * 2 * weight_bytes
-        # weights whose FSDP group has more than one rank get separate unsharded gradients
-        trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (local_experts_w if expert_shard > 1 else 0.0)
-
-    # --- FSDP all-gather working set (bf16 unsharded weights) and unsharded gradients ---
-    # bf16 weights in a one-rank group are used in place; anything else is gathered (or cast) to bf16.
-    gathered_dense = dense_w if (fsdp > 1 or fp32_master) else 0.0
-    gathered_experts = local_experts_w if (expert_shard > 1 or fp32_master) else 0.0
+    experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
+    expert_layer_w = experts_per_rank * shape.expert_params  # one MoE layer's experts on this EP rank
+    head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
     micro_steps = max(layout.grad_accumulation, 1) * (max(layout.n_microbatches, 1) if pp > 1 else 1)
     deferred = (options.defer_grad_sync or pp > 1) and micro_steps > 1
-    if ddp:
-        gather = 0.0
-        grads_unsharded = 0.0
-    elif pp > 1 or deferred:  # nothing is resharded until the last micro batch's backward
-        gather = (gathered_dense + gathered_experts) * BF16
-        grads_unsharded = trained_unsharded * FP32 if deferred else 0.0
-    else:
-        layer_w = max(
-            shape.dense_layer_params if dense_n else 0,
-            shape.moe_layer_params + (0 if layout.ep > 1 else shape.num_experts * shape.expert_params)
-            if moe_n else 0,
-        ) / tp
-        gather = 2 * layer_w * BF16 + (head / tp * BF16 if has_head else 0.0) if gathered_dense else 0.0
-        if layout.ep > 1:  # experts stay gathered (moe.reshard_after_forward=False)
-            gather += gathered_experts * BF16
-        # one layer's fp32 gradients waiting for reduce-scatter
-        grads_unsharded = layer_w * FP32 if trained_unsharded and not training.is_peft else 0.0
-    grads += grads_unsharded
+    keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
 
-    # --- activations of the micro batches in flight ---
     samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
     tokens = samples * training.seq_length / cp
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
     moe_act = shape.moe_act_rep / rep_div + shape.moe_act_tp / tp + shape.moe_act_expert
-    layers = dense_n + moe_n
-    chunks = chunks_in_flight(layout, rank)
-    per_chunk_layers = layers / len(stages)
-    if layers == 0:
-        act_elems = 0.0
-    elif mode == "full":
-        # each layer keeps its input; the layer being recomputed holds its activations and their grads
-        act_elems = chunks * per_chunk_layers * shape.hidden / rep_div + RECOMPUTE_WORKING_LAYERS * max(
-            dense_act if dense_n else 0.0, moe_act if moe_n else 0.0
-        )
-    else:
-        mean_layer = (dense_n * dense_act + moe_n * moe_act) / layers
-        keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
-        act_elems = keep * chunks * per_chunk_layers * mean_layer
-    activations = act_elems * tokens * BF16 + (tokens * shape.hidden * BF16 if has_embedding else 0.0)
-
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
-    logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
-    fragmentation = FRAGMENTATION * (activations + logits + gather)
-
     runtime = RUNTIME_GIB * GIB
-    if layout.ep > 1 and layout.dispatcher in ("deepep", "hybridep", "uccl_ep", "mok"):
-        runtime += EP_BUFFER_GIB * GIB * (2 if layout.ep > nvlink_domain else 1)
-    return {
-        "parameters": params / GIB,
-        "gradients": grads / GIB,
-        "optimizer": optim / GIB,
-        "fsdp_gather": gather / GIB,
-        "activations": activations / GIB,
-        "logits": logits / GIB,
-        "fragmentation": fragmentation / GIB,
-        "runtime": runtime / GIB,
-    }
+    if ep > 1 and layout.dispatcher in ("deepep", "hybridep", "uccl_ep", "mok"):
+        runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
+
+    best: tuple[float, ...] = ()
+    best_total = -1.0
+    for rank in ((0,) if pp <= 1 else (0, pp - 1)):
+        stages = rank_stages(layout, rank) if pp > 1 else (0,)
+        dense_n = moe_n = 0
+        for stage in stages:
+            d, m = stage_layers(shape, num_stages, stage)
+            dense_n += d
+            moe_n += m
+        has_embedding = 0 in stages
+        has_head = (num_stages - 1) in stages
+
+        # weights this rank holds before FSDP sharding (TP-split), then its shards
+        outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
+        dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
+        experts_w = moe_n * expert_layer_w
+        sharded_w = dense_w / fsdp + experts_w / expert_shard
+        if peft:
+            trained = (dense_n * shape.dense_layer_adapter + moe_n * shape.moe_layer_adapter) / tp / fsdp
+            params = sharded_w * BF16 + trained * FP32
+            grads = trained * FP32
+            optim = trained * 2 * FP32
+            trained_unsharded = trained * fsdp
+        else:
+            params = grads = sharded_w * weight_bytes
+            optim = sharded_w * 2 * weight_bytes
+            # weights whose FSDP group has more than one rank get separate unsharded gradients
+            trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
+
+        # FSDP all-gather working set: bf16 weights in a one-rank group are used in place
+        gathered_dense = dense_w if (fsdp > 1 or fp32_master) else 0.0
+        gathered_experts = experts_w if (expert_shard > 1 or fp32_master) else 0.0
+        if ddp:
+            gather = 0.0
+        elif keep_gathered:
+            gather = (gathered_dense + gathered_experts) * BF16
+            if deferred:
+                grads += trained_unsharded * FP32  # fp32 unsharded gradients accumulated over micro batches
+        else:
+            layer_w = max(
+                shape.dense_layer_params if dense_n else 0,
+                shape.moe_layer_params + (0 if ep > 1 else shape.num_experts * shape.expert_params)
+                if moe_n else 0,
+            ) / tp
+            # the layer in use and the prefetched one, the head for the loss, experts kept gathered
+            gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
+            if ep > 1:
+                gather += gathered_experts * BF16
+            if trained_unsharded and not peft:
+                grads += layer_w * FP32  # one layer's fp32 gradients waiting for reduce-scatter
+
+        # activations of the micro-batch chunks in flight
+        layers = dense_n + moe_n
+        if layers == 0:
+            act_elems = 0.0
+        elif mode == "full":
+            # each layer keeps its input; the layer being recomputed holds its activations and grads
+            act_elems = chunks_in_flight(layout, rank) * layers / len(stages) * shape.hidden / rep_div
+            act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
+        else:
+            keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
+            act_elems = keep * chunks_in_flight(layout, rank) / len(stages) * (dense_n * dense_act + moe_n * moe_act)
+        activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
+        logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
+        fragmentation = FRAGMENTATION * (activations + logits + gather)
+        parts = (params, grads, optim, gather, activations, logits, fragmentation, runtime)
+        total = params + grads + optim + gather + activations + logits + fragmentation
+        if total > best_total:
+            best, best_total = parts, total
+    return {name: value / GIB for name, value in zip(PARTS, best, strict=True)}

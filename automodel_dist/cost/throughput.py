@@ -109,10 +109,8 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
     return max(nvlink, network)
 
 
-def _bubble_fraction(layout: Layout) -> float:
-    if layout.pp <= 1:
-        return 0.0
-    n_micro = max(layout.n_microbatches, 1)
+def _bubble_fraction(layout: Layout, n_micro: int) -> float:
+    """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble."""
     stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else max(layout.vpp, 1)
     fraction = (layout.pp - 1) / (stages_per_rank * n_micro)
     if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
@@ -156,7 +154,7 @@ def time_breakdown(
     ) * scale
     experts = shape.moe_layers * shape.moe_expert_flops * scale
     linear_speed = 1.0
-    if training.precision == "fp8":
+    if training.precision == "fp8" and gpu.tflops_fp8 > 0:  # no FP8 tensor cores: runs as bf16
         linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
     attention_time = tokens_per_gpu * attention / dense_rate
     compute = attention_time + tokens_per_gpu * (
@@ -167,7 +165,8 @@ def time_breakdown(
 
     # --- per-micro-batch collectives on the critical path ---
     ga = max(layout.grad_accumulation, 1)
-    micro_batches = ga * (max(layout.n_microbatches, 1) if pp > 1 else 1)
+    n_micro = max(layout.n_microbatches, 1) if pp > 1 else 1
+    micro_batches = ga * n_micro
     layers_here = shape.num_layers / pp
     forward_passes = 2 if layout.activation_checkpointing else 1  # forwards per micro batch
 
@@ -218,9 +217,8 @@ def time_breakdown(
             seconds += (gathers * 2 + reductions * 4) * dense_w * (fsdp - 1) / fsdp / bw
         expert_shard = layout.ep_shard if ep > 1 else 1
         if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
-            bw = _bandwidth(gpu, expert_shard, layout.non_pp_size, nvlink_domain)
-            expert_gathers = ga
-            seconds += (expert_gathers * 2 + reductions * 4) * expert_w * (expert_shard - 1) / expert_shard / bw
+            bw = _bandwidth(gpu, expert_shard, ep * expert_shard, nvlink_domain)
+            seconds += (ga * 2 + reductions * 4) * expert_w * (expert_shard - 1) / expert_shard / bw
         replicas = max(layout.dp_replicate, 1)
         if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
             bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
@@ -228,7 +226,7 @@ def time_breakdown(
             seconds += shard * 4 * 2 * (replicas - 1) / replicas / bw
         fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
 
-    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout)
+    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout, n_micro) if pp > 1 else 0.0
     return {
         "compute": compute,
         "recompute": recompute,
