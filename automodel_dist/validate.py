@@ -20,6 +20,7 @@ from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import SCHEMAS_DIR
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
+from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
 from automodel_dist.targets.automodel.config import resolve_config
@@ -28,6 +29,7 @@ from automodel_dist.yamlio import Document, join_path, load_document, split_path
 
 RECIPE_SCHEMA = "automodel-recipe.schema.json"
 MODEL_KEY = "model.pretrained_model_name_or_path"
+MODEL_CONFIG_KEY = "model.config.pretrained_model_name_or_path"  # from_config recipes
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
@@ -44,6 +46,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
+    layout: Layout | None = None
     if any(f.rule in BLOCKING_RULES for f in findings):
         findings.append(r.SKIPPED.finding("layout rules skipped: the distributed section cannot be read until "
                                           "the errors above are fixed", path="distributed"))
@@ -54,6 +57,9 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
         except RecipeValueError as exc:
             raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
         findings += _layout_findings(config, layout, training, spec, gpu_spec, gpus_per_node)
+    domain = min(max(gpu_spec.nvlink_domain, gpus_per_node), world_size) if gpu_spec else gpus_per_node
+    findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec, layout=layout,
+                             nvlink_domain=domain)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
 
@@ -71,19 +77,21 @@ def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> Mo
 
     if model is not None:
         return resolve_model(model, where="--model")
-    section = config.get("model")
-    name = section.get("pretrained_model_name_or_path") if isinstance(section, Mapping) else None
-    if not isinstance(name, str) or not name.strip():
+    section = _mapping(config.get("model"))
+    candidates = ((MODEL_KEY, section.get("pretrained_model_name_or_path")),
+                  (MODEL_CONFIG_KEY, _mapping(section.get("config")).get("pretrained_model_name_or_path")))
+    key, name = next(((k, v) for k, v in candidates if isinstance(v, str) and v.strip()), (MODEL_KEY, None))
+    if name is None:
         findings.append(r.SKIPPED.finding(
             "no model id in the recipe: model-aware rules (heads, experts, layers, tied embeddings) skipped",
             path="model", hint="pass --model with a preset or Hugging Face id"))
         return None
     try:
-        return resolve_model(name, where=MODEL_KEY)
+        return resolve_model(name, where=key)
     except InputError:
         findings.append(r.SKIPPED.finding(
             f"model {name!r} is not in the catalog: model-aware rules (heads, experts, layers, tied embeddings) "
-            "skipped", path=MODEL_KEY, hint="pass --model with a preset id, or a path to the model's config.json"))
+            "skipped", path=key, hint="pass --model with a preset id, or a path to the model's config.json"))
         return None
 
 

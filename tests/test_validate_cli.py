@@ -123,6 +123,13 @@ def test_unknown_model_in_recipe_is_a_note(tmp_path: Path) -> None:
     assert note.rule == "skipped" and "not in the catalog" in note.message and note.line == 4
 
 
+def test_model_from_a_from_config_recipe(tmp_path: Path) -> None:
+    text = BAD.replace("  pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B\n",
+                       "  config:\n    pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B\n")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    assert "am-r26-ep-divides-experts" in {f.rule for f in report.errors}  # 128 experts, ep 3: model was found
+
+
 BAD_INPUTS = {
     "missing file": (None, "recipe file not found"),
     "empty file": ("", "recipe is empty"),

@@ -302,5 +302,12 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) ->
         out.append(r.EP_LEAVES_NVLINK.finding(
             f"expert-parallel groups of {ep} consecutive ranks leave the {domain}-GPU NVLink domain; the "
             "all-to-all then runs over the inter-node network",
-            hint=f"keep ep_size a divisor of {domain}: {listing([d for d in divisors(domain) if d > 1])}"))
+            hint=_ep_domain_hint(layout, domain)))
+
+
+def _ep_domain_hint(layout: Layout, domain: int) -> str:
+    inside = f"ep_size values inside the domain: {listing([d for d in divisors(domain) if d > 1])}"
+    if layout.dispatcher in ("deepep", "hybridep", "uccl_ep"):
+        return f"{layout.dispatcher} handles inter-node all-to-all; if it is the bottleneck, use {inside}"
+    return f"use {inside}, or an inter-node dispatcher (model.backend.dispatcher: deepep or hybridep)"
 
