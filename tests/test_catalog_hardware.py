@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from automodel_dist.catalog.hardware import HARDWARE_DIR, get_gpu, list_gpus
+from automodel_dist.catalog.hardware import HARDWARE_DIR, get_gpu, gpu_presets, list_gpus
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.errors import InputError
 
@@ -29,7 +29,7 @@ DRIVER_MIB = {"a100-40gb": 40960, "a100-80gb": 81920, "h100-80gb": 81559, "h200-
 
 
 def test_required_presets_exist_and_only_those_files() -> None:
-    assert sorted(p.spec.name for p in list_gpus()) == sorted(REQUIRED)
+    assert sorted(g.name for g in list_gpus()) == sorted(REQUIRED)
     assert sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml")) == sorted(REQUIRED)
 
 
@@ -76,7 +76,7 @@ def test_fp8_on_a100_is_an_input_error() -> None:
 
 
 def test_every_preset_names_its_source() -> None:
-    for preset in list_gpus():
+    for preset in gpu_presets():
         text = preset.path.read_text(encoding="utf-8")
         assert preset.spec.source, preset.path.name
         assert "https://" in text.split("\nname:")[0], preset.path.name  # a URL in the header comment

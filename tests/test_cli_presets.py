@@ -54,7 +54,7 @@ def test_hardware_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = _run(capsys, "hardware")
     rows = {line.split()[0]: line for line in out.splitlines()[2:] if line and line[0].isalnum()
             and not line.startswith(("TFLOP", "vendor"))}
-    assert sorted(rows) == sorted(p.spec.name for p in list_gpus())
+    assert sorted(rows) == sorted(g.name for g in list_gpus())
     assert rows["h100-80gb"].split()[1:8] == ["79.65", "GiB", "(80", "GB)", "989", "1979", "8"]
     assert rows["a100-80gb"].split()[6] == "-"  # no FP8
     assert rows["gb300-nvl72"].split()[-5:] == ["4", "72", "900", "100", "10.3"]

@@ -113,7 +113,7 @@ def apply_overrides(spec: ModelSpec, overrides: Mapping[str, Any], where: str) -
 def check_spec(spec: ModelSpec, where: str) -> ModelSpec:
     """Reject architectures that cannot exist, naming the field; returns the spec unchanged."""
     def fail(field: str, message: str, hint: str) -> InputError:
-        return InputError(f"{field}: {message}", where=f"{where}.{field}", hint=hint)
+        return InputError(message, where=f"{where}.{field}", hint=hint)
 
     for name in _POSITIVE_FIELDS:
         if getattr(spec, name) < 1:

@@ -8,10 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from automodel_dist.catalog.fields import did_you_mean
+from automodel_dist.catalog.presetfile import load_preset_file
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import InputError
 from automodel_dist.resources import PRESETS_DIR
@@ -31,11 +29,7 @@ class GpuPreset:
 
 def _load_preset(path: Path) -> GpuPreset:
     where = str(path)
-    try:
-        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-    except (OSError, YAMLError) as exc:
-        raise InputError(f"cannot load GPU preset: {exc}", where=where,
-                         hint="the preset files ship with the package; reinstall it") from None
+    data = load_preset_file(path)
     if not isinstance(data, Mapping):
         raise InputError("GPU preset must be a mapping", where=where, hint="fix the preset file")
     values: dict[str, Any] = dict(data)
@@ -68,9 +62,14 @@ def _catalog() -> tuple[dict[str, GpuPreset], dict[str, str]]:
     return presets, index
 
 
-def list_gpus() -> list[GpuPreset]:
-    """Every GPU preset, ordered by id."""
+def gpu_presets() -> list[GpuPreset]:
+    """Every GPU preset with its aliases and file, ordered by id."""
     return [preset for _, preset in sorted(_catalog()[0].items())]
+
+
+def list_gpus() -> list[GpuSpec]:
+    """Every GPU spec, ordered by id."""
+    return [preset.spec for preset in gpu_presets()]
 
 
 def get_gpu(name: str, *, where: str = "hardware.gpu") -> GpuSpec:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from automodel_dist.catalog.hardware import list_gpus
+from automodel_dist.catalog.hardware import gpu_presets
 from automodel_dist.catalog.models import list_models
 from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import ModelSpec
@@ -59,7 +59,7 @@ def _models(fmt: str) -> str:
 
 
 def _hardware(fmt: str) -> str:
-    presets = list_gpus()
+    presets = gpu_presets()
     if fmt == "json":
         return json.dumps([{"id": p.spec.name, "aliases": list(p.aliases), **asdict(p.spec)} for p in presets],
                           indent=2) + "\n"

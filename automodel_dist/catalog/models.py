@@ -12,11 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from automodel_dist.catalog.fields import apply_overrides, did_you_mean, spec_from_fields
 from automodel_dist.catalog.hf_config import load_hf_config, model_from_hf_config
+from automodel_dist.catalog.presetfile import load_preset_file
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.resources import PRESETS_DIR
@@ -53,14 +51,6 @@ class _Catalog:
     index: dict[str, tuple[str, ModelAlias | None]]
 
 
-def _safe_yaml(path: Path) -> Any:
-    try:
-        return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-    except (OSError, YAMLError) as exc:
-        raise InputError(f"cannot load preset: {exc}", where=str(path),
-                         hint="the preset files ship with the package; reinstall it") from None
-
-
 def _parse_alias(entry: Any, where: str) -> ModelAlias:
     if isinstance(entry, str):
         return ModelAlias(entry)
@@ -72,7 +62,7 @@ def _parse_alias(entry: Any, where: str) -> ModelAlias:
 
 
 def _load_preset(path: Path) -> ModelPreset:
-    data = _safe_yaml(path)
+    data = load_preset_file(path)
     where = str(path)
     if not isinstance(data, Mapping) or not isinstance(data.get("id"), str):
         raise InputError("model preset must be a mapping with an `id`", where=where, hint="fix the preset file")
@@ -159,6 +149,16 @@ def _unknown_model(name: str, where: str) -> InputError:
     )
 
 
+def _attention_defaults(values: dict[str, Any]) -> dict[str, Any]:
+    """As in transformers: KV heads default to the query heads, head_dim to hidden_size / heads."""
+    heads, hidden = values.get("num_attention_heads"), values.get("hidden_size")
+    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
+        values.setdefault("num_key_value_heads", heads)
+        if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden % heads == 0:
+            values.setdefault("head_dim", hidden // heads)
+    return values
+
+
 def _looks_like_path(text: str) -> bool:
     return text.startswith(_PATH_PREFIXES) or text.endswith(".json") or "\\" in text
 
@@ -202,7 +202,7 @@ def resolve_model(ref: Any, *, where: str = "model") -> ModelSpec:
         if "model_type" in values:
             name = values.get("_name_or_path") or values["model_type"]
             return model_from_hf_config(values, str(name), where=where)
-        return spec_from_fields({"name": "custom", "family": "custom", **values}, where)
+        return spec_from_fields(_attention_defaults({"name": "custom", "family": "custom", **values}), where)
     raise InputError(
         f"model must be a name, a path or a mapping, not {type(ref).__name__}", where=where,
         hint="e.g. model: Qwen/Qwen3-30B-A3B, or model: {preset: qwen3-30b-a3b, num_layers: 24}",
