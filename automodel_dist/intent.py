@@ -250,8 +250,11 @@ def _located(call: Any, intent: Intent, path: str) -> Any:
     try:
         return call()
     except InputError as exc:
-        if exc.where is None:
-            raise InputError(f"{path}: {exc.message}", where=intent.where(path), hint=exc.hint) from None
+        # The catalog names the dotted key it judged ("model", "model.num_layers"): point into the file.
+        key = exc.where if exc.where and (exc.where == path or exc.where.startswith(path + ".")) else None
+        if exc.where is None or key:
+            raise InputError(f"{key or path}: {exc.message}", where=intent.where(key or path),
+                             hint=exc.hint) from None
         raise
 
 
