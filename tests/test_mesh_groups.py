@@ -83,6 +83,18 @@ def test_rank_coordinates_and_groups(layout: Layout, data: st.DataObject) -> Non
         assert rank in group and group in tables[axis.name]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=5), st.data())
+def test_grid_groups_of_any_dim_subset(shape: list[int], data: st.DataObject) -> None:
+    """Adjacent dims take the range fast path, others the general one; both equal numpy."""
+    names = tuple(f"d{i}" for i in range(len(shape)))
+    dims = tuple(sorted(data.draw(st.sets(st.sampled_from(names), min_size=1)), key=names.index))
+    grid = Grid(names, tuple(shape))
+    assert grid.groups(dims) == numpy_groups(tuple(shape), names, dims)
+    rank = data.draw(st.integers(0, grid.size - 1))
+    assert grid.group_of(dims, rank) in grid.groups(dims) and rank in grid.group_of(dims, rank)
+
+
 def test_worked_example_from_automodel_reference() -> None:
     """reference/automodel.md §5.4: W=64, tp2 cp2 pp2 dp_replicate2 → (2,2,4,2,2); ep8 → moe (4,8)."""
     plan = plan_meshes(Layout(world_size=64, tp=2, cp=2, pp=2, dp_replicate=2, ep=8))

@@ -63,11 +63,25 @@ class Grid:
             offsets = [base + k * stride for base in offsets for k in range(self.shape[i])]
         return offsets
 
+    def _progression(self, dims: tuple[str, ...]) -> tuple[int, int] | None:
+        """(size, step) when `dims` are adjacent in the grid, so a group is range(base, base + size·step, step).
+
+        Every axis AutoModel builds is such a run of adjacent dims; the fast path builds each group in C.
+        """
+        idx = [self.names.index(name) for name in dims]
+        if idx != list(range(idx[0], idx[0] + len(idx))):
+            return None
+        return prod(self.shape[i] for i in idx), self.strides[idx[-1]]
+
     def groups(self, dims: tuple[str, ...]) -> list[list[int]]:
         """Every group of `dims`: ranks equal outside `dims`, ordered by their first rank."""
-        others = tuple(name for name in self.names if name not in dims)
+        bases = self._offsets(tuple(name for name in self.names if name not in dims))
+        run = self._progression(dims)
+        if run is not None:
+            span = run[0] * run[1]
+            return [list(range(base, base + span, run[1])) for base in bases]
         within = self._offsets(dims)
-        return [[base + offset for offset in within] for base in self._offsets(others)]
+        return [[base + offset for offset in within] for base in bases]
 
     def group_of(self, dims: tuple[str, ...], rank: int) -> list[int]:
         coords = self.coordinates(rank)

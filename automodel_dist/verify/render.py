@@ -82,6 +82,20 @@ def _axis_table(report: MeshReport) -> list[str]:
     return lines
 
 
+def _node_map_lines(report: MeshReport) -> list[str]:
+    """Which axes keep their groups inside a node, inside the NVLink domain only, or spread over nodes."""
+    inside = [n for n, loc in report.node_map.items() if loc.intra_node]
+    nvlink = [n for n, loc in report.node_map.items() if not loc.intra_node and loc.intra_nvlink]
+    across = [f"{n} ({loc.max_nodes_spanned} nodes)" for n, loc in report.node_map.items() if not loc.intra_nvlink]
+    lines = [f"node map ({report.gpus_per_node} GPUs per node, NVLink domain {report.nvlink_domain} GPUs; "
+             f"node n holds ranks {report.gpus_per_node}·n to {report.gpus_per_node}·n+{report.gpus_per_node - 1})",
+             f"  {'inside one node:':<40}{', '.join(inside) or 'none'}"]
+    if report.nvlink_domain > report.gpus_per_node:
+        lines.append(f"  {'inside the NVLink domain, across nodes:':<40}{', '.join(nvlink) or 'none'}")
+    lines.append(f"  {'across nodes over the network:':<40}{', '.join(across) or 'none'}")
+    return lines
+
+
 def _rank_lines(view: RankView) -> list[str]:
     lines = [f"rank {view.rank} (node {view.node})"]
     for mesh, coords in view.coordinates.items():
@@ -107,6 +121,8 @@ def render_text(report: MeshReport, rank: int = 0) -> str:
     if report.tables:
         lines.append("")
         lines += _axis_table(report)
+        lines.append("")
+        lines += _node_map_lines(report)
     lines.append("")
     lines += _rank_lines(report.rank_view(rank))
     lines.append("")
