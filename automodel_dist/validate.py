@@ -8,7 +8,6 @@ A check that cannot be judged is skipped with a note; bad input is an InputError
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +137,6 @@ def _memory_findings(layout: Layout, spec: ModelSpec | None, cluster: ClusterSpe
         return [r.SKIPPED.finding(f"memory fit not estimated: the recipe gives no {' or '.join(missing)}",
                                   path="distributed", hint="pass --model; set packed_sequence_size or "
                                   "dataset.seq_length")]
-    if training.precision == "fp8" and not gpu.supports_fp8:
-        training = replace(training, precision="bf16")
     from automodel_dist.cost.model import estimate_layout
 
     estimate = estimate_layout(Problem(model=spec, cluster=cluster, training=training, memory_headroom=0.0), layout)
