@@ -198,16 +198,14 @@ def test_package_imports_without_torch() -> None:
 
 def test_torch_disagreeing_with_the_arithmetic_is_loud(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from automodel_dist.verify import torch_build
-
-    real = torch_build.build_with_torch
+    real = mesh_module.build_with_torch
 
     def tampered(plan):
         built = real(plan)
         built.tables["tp"][0] = list(reversed(built.tables["tp"][0]))
         return built
 
-    monkeypatch.setattr(torch_build, "build_with_torch", tampered)
+    monkeypatch.setattr(mesh_module, "build_with_torch", tampered)
     code, out, err = run(["dry-run", write(tmp_path, RECIPE.format(tp=4, ep=1)), "--nodes", "2"], capsys)
     assert code == 1 and out == ""
     assert "internal error" in err and "the groups of axis 'tp'" in err

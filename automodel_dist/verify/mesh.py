@@ -25,6 +25,7 @@ from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
 from automodel_dist.targets.automodel.config import load_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
+from automodel_dist.verify.torch_build import TorchMeshes, build_with_torch, require_torch
 from automodel_dist.yamlio import Document, load_document
 
 # Typical figures, per GPU and direction, used to name the cost when the GPU is not known (H100 SXM:
@@ -142,7 +143,7 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
     return layout, [_located(f, doc) for f in findings]
 
 
-def _compare(plan: MeshPlan, built: Any, tables: dict[str, list[list[int]]]) -> None:
+def _compare(plan: MeshPlan, built: TorchMeshes, tables: dict[str, list[list[int]]]) -> None:
     """torch's meshes against the arithmetic: shapes, names, flattened axes, and every group."""
     expected_shape = plan.device_mesh.shape if plan.device_mesh else None
     expected_names = plan.device_mesh.names if plan.device_mesh else None
@@ -221,8 +222,6 @@ def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpu
 def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int = 8,
                           nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
     """`build_meshes` on an already loaded recipe document (the CLI loads it once to tell intents apart)."""
-    from automodel_dist.verify.torch_build import build_with_torch, require_torch
-
     if world_size < 1 or gpus_per_node < 1:
         raise InputError(f"world_size and gpus_per_node must be positive, got {world_size} and {gpus_per_node}")
     timing: dict[str, float] = {}
