@@ -18,36 +18,16 @@ from automodel_dist.layout import PP_SCHEDULES
 from automodel_dist.rules import registry as r
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
+    COMMON_KEYS,
+    MOE_KEYS,
+    PIPELINE_KEYS,
+    STRATEGY_KEYS,
     STRATEGY_NAMES,
     canonical_strategy,
     normalize_activation_checkpointing,
 )
 from automodel_dist.targets.automodel.parse import virtual_stages
 
-COMMON_KEYS = frozenset({"strategy", "tp_size", "pp_size", "cp_size", "ep_size", "dp_size", "dp_replicate_size",
-                         "pipeline", "moe", "activation_checkpointing", "_target_", "_recursive_", "_convert_"})
-# Strategy constructor fields (nemo_automodel 0.7.0 `components/distributed/config.py`, dataclass fields).
-STRATEGY_KEYS = {
-    "fsdp2": frozenset({"sequence_parallel", "tp_plan", "patch_is_packed_sequence", "mp_policy", "offload_policy",
-                        "autocast_dtype", "activation_checkpointing_scope", "defer_fsdp_grad_sync",
-                        "reshard_after_forward", "enable_async_tensor_parallel", "enable_compile",
-                        "enable_fsdp2_prefetch", "fsdp2_backward_prefetch_depth", "fsdp2_forward_prefetch_depth",
-                        "multimodal"}),
-    "megatron_fsdp": frozenset({"megatron_fsdp_unit_modules", "zero_dp_strategy", "init_fsdp_with_meta_device",
-                                "grad_reduce_in_fp32", "preserve_fp32_weights", "overlap_grad_reduce",
-                                "overlap_param_gather", "check_for_nan_in_grad", "report_nan_in_param_grad",
-                                "average_in_collective", "disable_bucketing", "calculate_per_token_loss",
-                                "keep_fp8_transpose_cache", "nccl_ub", "fsdp_double_buffer"}),
-    "ddp": frozenset({"activation_checkpointing_scope", "broadcast_buffers", "find_unused_parameters",
-                      "static_graph", "bucket_cap_mb", "gradient_as_bucket_view", "autocast_dtype"}),
-}
-PIPELINE_KEYS = frozenset({"pp_schedule", "pp_schedule_csv", "pp_microbatch_size", "pp_batch_size", "layers_per_stage",
-                           "round_virtual_stages_to_pp_multiple", "module_fqns_per_model_part", "patch_inner_model",
-                           "patch_causal_lm_model", "patch_stage_backward_maybe_with_nosync", "dtype",
-                           "scale_grads_in_schedule", "loss_fn", "pp_seq_len", "pp_recv_buffer_pool",
-                           "pp_recv_buffer_pool_slack"})
-MOE_KEYS = frozenset({"ignore_router_for_ac", "reshard_after_forward", "lm_head_precision", "wrap_outer_model",
-                      "mp_policy"})
 KEY_HINTS = {
     "backend": "the process-group backend belongs in dist_env.backend",
     "frozen_multimodal_sharding": "write it as distributed.multimodal.frozen_sharding",

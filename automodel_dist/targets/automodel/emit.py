@@ -24,6 +24,8 @@ from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.config import (
+    COMMON_KEYS,
+    STRATEGY_KEYS,
     canonical_strategy,
     normalize_activation_checkpointing,
     translate_value,
@@ -36,23 +38,8 @@ MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 
-# Keys each strategy's constructor accepts (reference/automodel.md §3.2-3.3, §10.1). A base recipe's
-# `distributed:` keeps its own keys only when the chosen strategy accepts them.
-COMMON_KEYS = ("strategy", "tp_size", "pp_size", "cp_size", "ep_size", "dp_size", "dp_replicate_size",
-               "pipeline", "moe", "activation_checkpointing", "_target_", "_recursive_", "_convert_")
-STRATEGY_KEYS = {
-    "fsdp2": ("sequence_parallel", "tp_plan", "patch_is_packed_sequence", "mp_policy", "offload_policy",
-              "autocast_dtype", "activation_checkpointing_scope", "defer_fsdp_grad_sync",
-              "reshard_after_forward", "enable_async_tensor_parallel", "enable_compile", "enable_fsdp2_prefetch",
-              "fsdp2_backward_prefetch_depth", "fsdp2_forward_prefetch_depth", "multimodal"),
-    "megatron_fsdp": ("megatron_fsdp_unit_modules", "zero_dp_strategy", "init_fsdp_with_meta_device",
-                      "grad_reduce_in_fp32", "preserve_fp32_weights", "overlap_grad_reduce",
-                      "overlap_param_gather", "check_for_nan_in_grad", "report_nan_in_param_grad",
-                      "average_in_collective", "disable_bucketing", "calculate_per_token_loss",
-                      "keep_fp8_transpose_cache", "nccl_ub", "fsdp_double_buffer"),
-    "ddp": ("activation_checkpointing_scope", "broadcast_buffers", "find_unused_parameters", "static_graph",
-            "bucket_cap_mb", "gradient_as_bucket_view", "autocast_dtype"),
-}
+# A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
+# (COMMON_KEYS, STRATEGY_KEYS); these are the keys a layout owns.
 LAYOUT_KEYS = ("strategy", "dp_size", "tp_size", "pp_size", "cp_size", "ep_size", "dp_replicate_size",
                "sequence_parallel", "activation_checkpointing", "pipeline", "moe")
 
