@@ -15,7 +15,6 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.yamlio import load_document
 
 BASE_RECIPE = """\
 recipe: TrainFinetuneRecipeForNextTokenPrediction  # the base recipe's own comment
@@ -38,7 +37,7 @@ class FakeResult:
 
     problem: Problem
     layout: Layout
-    recipe: Any
+    yaml: str
     intent: FakeIntent = field(default_factory=FakeIntent)
 
 
@@ -51,7 +50,7 @@ def make_problem(model: str, gpu: str, nodes: int, gpus_per_node: int | None = N
 def make_result(problem: Problem, *, launcher: dict[str, Any] | None = None, recipe: str = BASE_RECIPE,
                 **layout: Any) -> FakeResult:
     lay = Layout(world_size=problem.cluster.world_size, global_batch_size=64, local_batch_size=2, **layout)
-    return FakeResult(problem, lay, load_document(recipe).data, FakeIntent(launcher))
+    return FakeResult(problem, lay, recipe, FakeIntent(launcher))
 
 
 def sbatch_directives(text: str) -> dict[str, str]:

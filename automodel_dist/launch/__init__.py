@@ -17,7 +17,7 @@ from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_section
 from automodel_dist.launch.slurm import render_sbatch, slurm_recipe_settings
 from automodel_dist.rules.launch import check_launch
-from automodel_dist.yamlio import dump_yaml
+from automodel_dist.yamlio import dump_yaml, load_document
 
 LAUNCHERS = ("slurm", "skypilot")
 SBATCH_NAME = "launch.sbatch"
@@ -26,12 +26,14 @@ SBATCH_NAME = "launch.sbatch"
 def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[str]:
     """Write what launches `result`'s recipe (already written at `recipe_path`); return the paths written.
 
-    `result` is a CompileResult: `.problem`, `.layout`, `.recipe` (ruamel mapping) and `.intent`
-    (whose `.launcher` is the intent's launcher block or None). The recipe mapping is updated in place.
+    `result` is a CompileResult: `.problem`, `.layout`, `.yaml` (the recipe text) and `.intent` (whose
+    `.launcher` is the intent's launcher block or None). The recipe is rewritten from `.yaml` with the
+    launch settings added, keeping its comments.
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; expected one of {LAUNCHERS}")
-    problem, layout, recipe = result.problem, result.layout, result.recipe
+    problem, layout = result.problem, result.layout
+    recipe = load_document(result.yaml, what="recipe").data  # the emitted text, with its comments
     settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
     recipe_path = Path(recipe_path).resolve()
     written: list[str] = []

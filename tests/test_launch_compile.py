@@ -1,0 +1,88 @@
+"""`automodel-dist compile --launcher ...` end to end: the real compiler, the CLI, and validate on the result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from launch_support import assigned, bash_syntax, sbatch_directives, shellcheck, torchrun_flags
+from nemo_automodel.components.launcher.skypilot.config import SkyPilotConfig
+
+from automodel_dist.cli import main
+from automodel_dist.validate import validate_recipe
+from automodel_dist.yamlio import load_document
+
+INTENT = """\
+model: Qwen/Qwen3-30B-A3B
+hardware:
+  gpu: h100-80gb
+  nodes: 2
+training:
+  task: sft
+  seq_length: 4096
+  global_batch_size: 256
+launcher:
+  account: llm-team
+  partition: batch
+  cache_dir: /lustre/cache
+  container_image: nvcr.io/nvidia/nemo-automodel:25.11
+  container_mounts: ["/lustre/data:/data"]
+{extra}"""
+
+
+def _compile(tmp_path: Path, launcher: str, extra: str = "") -> tuple[int, Path]:
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(INTENT.format(extra=extra))
+    recipe = tmp_path / "run" / "recipe.yaml"
+    return main(["compile", str(intent), "-o", str(recipe), "--launcher", launcher]), recipe
+
+
+def _launch_findings(recipe: Path) -> list:
+    report = validate_recipe(recipe, world_size=16, gpus_per_node=8, gpu="h100-80gb")
+    assert report.ok, [f.message for f in report.errors]
+    return [f for f in report.findings if f.rule.startswith("launch-") or f.rule == "dist-env-timeout"]
+
+
+def test_compile_with_slurm_writes_a_script_for_the_plan(tmp_path: Path) -> None:
+    code, recipe = _compile(tmp_path, "slurm")
+    assert code == 0
+    script = recipe.parent / "launch.sbatch"
+    assert bash_syntax(script).returncode == 0
+    lint = shellcheck(script)
+    assert lint.returncode == 0, lint.stdout
+    text = script.read_text()
+    sbatch = sbatch_directives(text)
+    assert (sbatch["nodes"], sbatch["gpus-per-node"], sbatch["ntasks-per-node"]) == ("2", "8", "1")
+    assert (sbatch["account"], sbatch["partition"]) == ("llm-team", "batch")
+    assert torchrun_flags(text)["nproc_per_node"] == "8"
+    assert assigned(text, "RECIPE") == str(recipe.resolve())
+    recipe_text = recipe.read_text()
+    assert recipe_text.startswith("# AutoModel recipe compiled by automodel-dist"), "the emitter's comments stay"
+    plain = load_document(recipe).plain()
+    assert plain["step_scheduler"]["preemption_signal"] == ["SIGUSR1", "SIGTERM"]
+    assert _launch_findings(recipe) == []
+
+
+def test_compile_with_skypilot_adds_a_section_automodel_accepts(tmp_path: Path) -> None:
+    code, recipe = _compile(tmp_path, "skypilot", "  cloud: aws\n")
+    assert code == 0
+    assert not (recipe.parent / "launch.sbatch").exists()
+    section = load_document(recipe).plain()["skypilot"]
+    config = SkyPilotConfig(**section)
+    assert (config.cloud, config.accelerators, config.num_nodes) == ("aws", "H100:8", 2)
+    assert _launch_findings(recipe) == []
+
+
+def test_same_intent_same_bytes(tmp_path: Path) -> None:
+    outputs = []
+    for _ in range(2):
+        assert _compile(tmp_path, "slurm")[0] == 0
+        outputs.append([(tmp_path / "run" / name).read_bytes() for name in ("recipe.yaml", "launch.sbatch")])
+    assert outputs[0] == outputs[1]
+
+
+def test_skypilot_without_a_cloud_is_a_clear_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _compile(tmp_path, "skypilot")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "launcher.cloud" in err and "hint:" in err and "Traceback" not in err
