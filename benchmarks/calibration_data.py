@@ -20,7 +20,7 @@ Sources (public):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
@@ -61,7 +61,6 @@ class CalibrationRow:
     role: str = "fit"  # fit | held-out, for throughput
     memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
     notes: str = ""
-    tags: tuple[str, ...] = field(default=())
 
 
 def _lora(name: str, model: str, gpus: int, tp: int, step_s: float, tflops: float, tps: float,

@@ -74,16 +74,18 @@ def model_flops_per_token(shape: ModelShape) -> float:
     return per_token * shape.flops_scale
 
 
-def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int) -> float:
+def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
     """Bytes/s per GPU for a ring collective over `group` ranks spread evenly over `span` consecutive ranks.
 
-    Inside the NVLink domain: NVLink. Across domains each rank of the group drives its own NIC, so a
-    node's ranks in the group share the ring's inter-node hop: min(NVLink, ranks per node x NIC).
+    Inside the NVLink domain: NVLink. Across domains each rank of the group drives its own NIC, so for
+    large bulk transfers (FSDP, HSDP) a domain's ranks in the group share the ring's inter-node hop:
+    min(NVLink, ranks per domain x NIC). The per-layer TP and CP exchanges on the critical path are
+    charged one NIC (`aggregate=False`): they are latency-bound and rarely reach the aggregate.
     """
     nvlink = gpu.nvlink_gbps * 1e9 * NVLINK_EFFICIENCY
     if span <= nvlink_domain:
         return nvlink
-    per_domain = max(1.0, group * nvlink_domain / span)
+    per_domain = max(1.0, group * nvlink_domain / span) if aggregate else 1.0
     return min(nvlink, per_domain * gpu.internode_gbps * 1e9 * INTERNODE_EFFICIENCY)
 
 
@@ -174,7 +176,7 @@ def time_breakdown(
     if tp > 1:
         volume = mb_tokens * shape.hidden * 2 * 2 * (tp - 1) / tp  # ring all-reduce bytes per GPU
         collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
-        tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain)
+        tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain, aggregate=False)
 
     ep_comm = 0.0
     if ep > 1 and shape.moe_layers:
@@ -186,7 +188,7 @@ def time_breakdown(
     if cp > 1:
         volume = (cp - 1) * mb_tokens * shape.kv_dim * 2
         exchanges = (forward_passes + 2) * layers_here  # backward sends K/V and their gradients
-        ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain)
+        ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain, aggregate=False)
         cp_comm = max(0.0, ring - attention_time)
 
     pp_comm = 0.0

@@ -1,0 +1,244 @@
+"""Properties of the cost model: monotonic where physics says so, breakdowns that add up, determinism."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.models import resolve_model
+from automodel_dist.catalog.params import param_counts
+from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.cost import memory, throughput
+from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.shape import model_shape
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem, TrainingSpec
+
+GIB = 2**30
+
+
+def problem(model: str = "meta-llama/Llama-3.1-70B", gpu: str = "h100", nodes: int = 8, **training) -> Problem:
+    spec = {"task": "pretrain", "seq_length": 4096, "global_batch_size": 512, **training}
+    return Problem(resolve_model(model), ClusterSpec(get_gpu(gpu), nodes, 8), TrainingSpec(**spec))
+
+
+def layout(world: int = 64, **fields) -> Layout:
+    base = {"global_batch_size": 512, "local_batch_size": 2, "micro_batch_size": 2}
+    return Layout(world_size=world, **{**base, **fields})
+
+
+def model_states(estimate) -> float:
+    return estimate.memory["parameters"] + estimate.memory["gradients"] + estimate.memory["optimizer"]
+
+
+def test_more_tensor_parallelism_means_less_parameter_memory():
+    p = problem()
+    states = [model_states(estimate_layout(p, layout(tp=tp, dp_replicate=64 // tp))) for tp in (1, 2, 4, 8)]
+    # with HSDP replicating over every data-parallel rank only TP divides the weights
+    assert states == sorted(states, reverse=True)
+    assert states[0] / states[-1] == pytest.approx(8, rel=0.05)
+
+
+def test_activation_checkpointing_means_less_activation_memory():
+    p = problem()
+    off = estimate_layout(p, layout(activation_checkpointing=False))
+    on = estimate_layout(p, layout(activation_checkpointing=True))
+    assert on.memory["activations"] < off.memory["activations"] / 4
+    assert on.time["recompute"] > 0 == off.time["recompute"]
+    assert on.step_time_s > off.step_time_s
+
+
+def test_larger_local_batch_means_more_activation_memory():
+    p = problem()
+    acts = [estimate_layout(p, layout(local_batch_size=b, micro_batch_size=b)).memory["activations"]
+            for b in (1, 2, 4, 8)]
+    assert acts == sorted(acts) and acts[0] < acts[-1]
+
+
+def test_peft_means_less_optimizer_and_gradient_memory():
+    full = estimate_layout(problem(), layout())
+    lora = estimate_layout(problem(task="peft", peft_rank=16), layout())
+    assert lora.memory["optimizer"] < full.memory["optimizer"] / 50
+    assert lora.memory["gradients"] < full.memory["gradients"] / 50
+    # LoRA's backward skips the frozen weights' gradients: fewer FLOPs, shorter compute
+    assert lora.time["compute"] < full.time["compute"]
+
+
+def test_fp8_is_faster_but_not_on_gpus_without_fp8_tensor_cores():
+    bf16 = estimate_layout(problem(), layout())
+    fp8 = estimate_layout(problem(precision="fp8"), layout())
+    assert fp8.step_time_s < bf16.step_time_s
+    a100 = [estimate_layout(problem(gpu="a100-80gb", precision=p), layout()).step_time_s for p in ("bf16", "fp8")]
+    assert a100[0] == a100[1]
+
+
+def test_pipeline_bubble_shrinks_with_more_micro_batches_and_virtual_stages():
+    p = problem()
+
+    def bubble(micro: int, vpp: int = 1) -> float:
+        schedule = "interleaved1f1b" if vpp > 1 else "1f1b"
+        lay = layout(pp=4, vpp=vpp, pp_schedule=schedule, local_batch_size=16, micro_batch_size=16 // micro,
+                     activation_checkpointing=True)
+        est = estimate_layout(p, lay)
+        return est.time["pipeline_bubble"] / est.time["compute"]
+
+    fractions = [bubble(m) for m in (2, 4, 8, 16)]
+    assert fractions == sorted(fractions, reverse=True)
+    assert bubble(4) == pytest.approx(4 / 3 * 3 / 4, rel=1e-9)  # (pp-1)/n_micro, on compute+recompute
+    assert bubble(4, vpp=2) == pytest.approx(bubble(4) / 2, rel=1e-9)
+
+
+def test_zero_bubble_schedules_have_smaller_bubbles():
+    p = problem()
+    common = {"pp": 4, "vpp": 2, "local_batch_size": 8, "micro_batch_size": 1, "activation_checkpointing": True}
+    interleaved = estimate_layout(p, layout(pp_schedule="interleaved1f1b", **common))
+    zero = estimate_layout(p, layout(pp_schedule="interleavedzerobubble", **common))
+    assert zero.time["pipeline_bubble"] < interleaved.time["pipeline_bubble"]
+
+
+def test_breakdowns_sum_to_totals_and_throughput_follows_from_step_time():
+    p = problem()
+    est = estimate_layout(p, layout(tp=2, pp=2, pp_schedule="1f1b", cp=2, local_batch_size=4, micro_batch_size=1,
+                                    activation_checkpointing=True))
+    assert set(est.memory) == set(memory.PARTS) and set(est.time) == set(throughput.PARTS)
+    assert est.memory_gib == pytest.approx(sum(est.memory.values()), rel=1e-12)
+    assert est.step_time_s == pytest.approx(sum(est.time.values()), rel=1e-12)
+    tokens = 512 * 4096 / 64 / est.step_time_s
+    assert est.tokens_per_s_per_gpu == pytest.approx(tokens, rel=1e-12)
+    flops = throughput.model_flops_per_token(model_shape(p.model, p.training))
+    assert est.tflops_per_gpu == pytest.approx(tokens * flops / 1e12, rel=1e-12)
+    assert est.mfu == pytest.approx(est.tflops_per_gpu / 989, rel=1e-12)
+
+
+def test_deterministic():
+    p, lay = problem(), layout(tp=2, ep=1, activation_checkpointing=True)
+    assert estimate_layout(p, lay) == estimate_layout(p, lay)
+    again = estimate_layout(problem(), layout(tp=2, activation_checkpointing=True))
+    assert estimate_layout(p, lay).to_json() == again.to_json()
+
+
+def test_parameter_memory_matches_the_catalogs_parameter_count():
+    """Pure FSDP over all ranks: bf16 weights take 2 B of every parameter, split evenly."""
+    p = problem()
+    est = estimate_layout(p, layout())
+    assert est.memory["parameters"] * GIB == pytest.approx(param_counts(p.model).total * 2 / 64, rel=1e-3)
+    fp32 = memory.memory_breakdown(model_shape(p.model, p.training), layout(), p.training,
+                                   options=RecipeOptions(master_weights="fp32"))
+    assert fp32["parameters"] == pytest.approx(2 * est.memory["parameters"], rel=1e-9)
+    assert fp32["optimizer"] == pytest.approx(4 * fp32["parameters"] / 2, rel=1e-9)
+
+
+def test_experts_are_split_over_expert_parallel_ranks():
+    p = problem("Qwen/Qwen3-30B-A3B", nodes=1, global_batch_size=64)
+    pc = param_counts(p.model)
+    for ep in (2, 4, 8):
+        est = estimate_layout(p, layout(world=8, ep=ep, global_batch_size=64, dispatcher="deepep"))
+        # experts over ep x ep_shard = 8 ranks, the rest over the 8 FSDP ranks: all weights / 8
+        assert est.memory["parameters"] * GIB == pytest.approx(pc.total * 2 / 8, rel=1e-3)
+    # unsharded expert copies: all local experts stay gathered when ep_shard > 1, none when it is 1
+    gathered = [estimate_layout(p, layout(world=8, ep=ep, global_batch_size=64)).memory["fsdp_gather"]
+                for ep in (2, 8)]
+    assert gathered[0] > 5 * gathered[1]
+
+
+def test_hsdp_replication_costs_memory_and_context_parallelism_saves_activations():
+    p = problem()
+    assert model_states(estimate_layout(p, layout(dp_replicate=8))) > model_states(estimate_layout(p, layout()))
+    cp1 = estimate_layout(p, layout(activation_checkpointing=True))
+    cp2 = estimate_layout(p, layout(cp=2, activation_checkpointing=True))
+    assert cp2.memory["activations"] == pytest.approx(cp1.memory["activations"] / 2, rel=1e-9)
+    assert cp2.memory["logits"] == pytest.approx(cp1.memory["logits"] / 2, rel=1e-9)
+
+
+def test_deferred_gradient_sync_keeps_unsharded_gradients_over_micro_batches():
+    p = problem()
+    lay = layout(local_batch_size=1, micro_batch_size=1, activation_checkpointing=True)  # GA = 8
+    shape = model_shape(p.model, p.training)
+    deferred = memory.memory_breakdown(shape, lay, p.training)
+    synced = memory.memory_breakdown(shape, lay, p.training, options=RecipeOptions(defer_grad_sync=False))
+    # 70B of bf16 weights kept gathered and fp32 gradients kept unsharded: far beyond an 80 GB GPU
+    assert deferred["gradients"] + deferred["fsdp_gather"] > 100 > synced["gradients"] + synced["fsdp_gather"]
+
+
+def test_fits_uses_the_headroom_and_the_wall_is_reported():
+    p = problem()
+    est = estimate_layout(p, layout(activation_checkpointing=True))
+    assert est.fits == (est.memory_gib <= est.hbm_gib * 0.9)
+    tight = replace(p, memory_headroom=1 - est.memory_gib / est.hbm_gib + 1e-6)
+    loose = replace(p, memory_headroom=1 - est.memory_gib / est.hbm_gib - 1e-6)
+    assert not estimate_layout(tight, layout(activation_checkpointing=True)).fits
+    assert estimate_layout(loose, layout(activation_checkpointing=True)).fits
+    huge = estimate_layout(problem("meta-llama/Llama-3.1-405B", nodes=1), layout(world=8, global_batch_size=512))
+    assert not huge.fits and huge.bound == "memory"
+
+
+def test_expert_parallel_across_nodes_with_the_torch_dispatcher_is_communication_bound():
+    p = problem("Qwen/Qwen3-30B-A3B", nodes=4, global_batch_size=256)
+    across = estimate_layout(p, layout(world=32, ep=32, global_batch_size=256, local_batch_size=1,
+                                       micro_batch_size=1, activation_checkpointing=True))
+    inside = estimate_layout(p, layout(world=32, ep=8, global_batch_size=256, local_batch_size=1,
+                                       micro_batch_size=1, activation_checkpointing=True))
+    assert across.bound == "communication"
+    assert across.time["ep_comm"] > 3 * inside.time["ep_comm"]
+    flex = estimate_layout(p, layout(world=32, ep=32, global_batch_size=256, local_batch_size=1,
+                                     micro_batch_size=1, activation_checkpointing=True, dispatcher="deepep"))
+    assert flex.time["ep_comm"] < across.time["ep_comm"] / 4
+
+
+def test_tensor_parallel_across_nodes_pays_the_network():
+    p = problem(nodes=2)
+    inside = estimate_layout(p, layout(world=16, tp=8, global_batch_size=512))
+    across = estimate_layout(p, layout(world=16, tp=16, global_batch_size=512))
+    assert across.time["tp_comm"] > 5 * inside.time["tp_comm"]
+
+
+def test_interleaved_schedule_holds_more_micro_batches_on_the_first_rank():
+    lay1 = layout(pp=4, pp_schedule="1f1b", local_batch_size=16, micro_batch_size=1)
+    lay2 = layout(pp=4, vpp=2, pp_schedule="interleaved1f1b", local_batch_size=16, micro_batch_size=1)
+    assert memory.chunks_in_flight(lay1, 0) == 4 and memory.chunks_in_flight(lay1, 3) == 1
+    # Megatron's count: pp·vpp·(1 + (pp-1)/(pp·vpp)) chunks of half a stage on rank 0
+    assert memory.chunks_in_flight(lay2, 0) == 4 * 2 * (1 + 3 / 8)
+    gpipe = layout(pp=4, pp_schedule="gpipe", local_batch_size=16, micro_batch_size=1)
+    assert memory.chunks_in_flight(gpipe, 0) == 16
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]),
+    ep=st.sampled_from([1, 2, 4, 8]), ac=st.booleans(), lbs=st.sampled_from([1, 2, 4]),
+    model=st.sampled_from(["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "deepseek-v3", "openai/gpt-oss-20b"]),
+    task=st.sampled_from(["pretrain", "peft"]), precision=st.sampled_from(["bf16", "fp8"]),
+)
+def test_every_estimate_is_finite_positive_and_consistent(tp, pp, cp, ep, ac, lbs, model, task, precision):
+    p = problem(model, nodes=8, task=task, precision=precision, peft_rank=16 if task == "peft" else None)
+    lay = layout(tp=tp, pp=pp, cp=cp, ep=ep if p.model.is_moe else 1, activation_checkpointing=ac,
+                 local_batch_size=lbs, micro_batch_size=1, pp_schedule="1f1b" if pp > 1 else None)
+    est = estimate_layout(p, lay)
+    for value in (*est.memory.values(), *est.time.values()):
+        assert math.isfinite(value) and value >= 0
+    assert est.memory_gib > 0 and est.step_time_s > 0 and 0 < est.mfu < 1
+    assert est.fits == (est.memory_gib <= est.hbm_gib * (1 - p.memory_headroom))
+    assert est.bound in ("memory", "communication", "compute")
+    assert est.not_modeled
+
+
+def test_estimates_are_cheap():
+    """The planner calls this on thousands of layouts: keep it to tens of microseconds (loose bound)."""
+    p = problem("deepseek-v3", nodes=128, global_batch_size=8192)
+    layouts = [Layout(world_size=1024, tp=tp, pp=pp, ep=ep, pp_schedule="1f1b", global_batch_size=8192,
+                      local_batch_size=8, micro_batch_size=1, activation_checkpointing=True)
+               for tp in (1, 2, 4, 8) for pp in (4, 8, 16) for ep in (8, 16, 32, 64)]
+    estimate_layout(p, layouts[0])
+    start = time.perf_counter()
+    for _ in range(5):
+        for lay in layouts:
+            estimate_layout(p, lay)
+    per_call = (time.perf_counter() - start) / (5 * len(layouts))
+    assert per_call < 500e-6
