@@ -40,9 +40,10 @@ def ours(section: dict[str, Any], world_size: int) -> MeshReport | InputError:
 def leaves_ranks_out(section: dict[str, Any], world_size: int) -> bool:
     """AutoModel's known gap: an explicit dp_size whose mesh is smaller than the world builds silently."""
     dp = section.get("dp_size")
-    if not isinstance(dp, int) or dp <= 0:
+    strategy = str(section.get("strategy", "fsdp2")).lower().replace("-", "_")
+    if not isinstance(dp, int) or dp <= 0 or strategy == "ddp":  # ddp builds no mesh and ignores dp_size
         return False
-    megatron = str(section.get("strategy", "fsdp2")).lower().replace("-", "_") in ("megatron_fsdp", "mfsdp")
+    megatron = strategy in ("megatron_fsdp", "mfsdp")
     sizes = [section.get(k) or 1 for k in (("tp_size", "cp_size") if megatron else ("tp_size", "cp_size", "pp_size"))]
     product = dp
     for size in sizes:
@@ -155,6 +156,8 @@ REFERENCE_CASES = [
     ({"strategy": "ddp", "sequence_parallel": True}, 8),
     # AutoModel's gap: builds a 4-rank mesh on 8 ranks without a word
     ({"strategy": "fsdp2", "dp_size": 2, "tp_size": 2}, 8),
+    ({"strategy": "megatron_fsdp", "dp_size": 2}, 8),
+    ({"strategy": "ddp", "dp_size": 2}, 8),
 ]
 
 
@@ -183,3 +186,13 @@ def test_rejections_carry_automodel_wording(oracle: Oracle) -> None:
         assert isinstance(report, MeshReport) and not report.built
         theirs = answer["error"].split(": ", 1)[1]
         assert theirs in {f.automodel_message for f in report.errors}, (section, theirs)
+
+
+@pytest.mark.parametrize("section", [{"tp_size": 0}, {"cp_size": -2}, {"ep_size": 0}, {"dp_replicate_size": 0}])
+def test_non_positive_sizes_are_input_errors(oracle: Oracle, section: dict[str, Any]) -> None:
+    """AutoModel silently reads a size <= 0 as 1 (`mesh_utils._degree`); we call it bad input (exit 2)
+    rather than guess what was meant."""
+    assert oracle.ask(section, 8, [0])["ok"]
+    result = ours(section, 8)
+    assert isinstance(result, InputError) and result.exit_code == 2
+    assert next(iter(section)) in str(result)
