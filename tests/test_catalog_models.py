@@ -197,6 +197,22 @@ def test_full_architecture_mapping_builds_a_spec() -> None:
     assert windowed.sliding_window_layers == 4  # a window without a layer count applies to every layer
 
 
+def test_yaml_model_files(tmp_path: Path) -> None:
+    for preset in PRESETS.values():  # a preset file itself is a valid model file
+        assert resolve_model(str(preset.path)) == preset.spec
+    own = tmp_path / "small.yaml"
+    own.write_text("preset: qwen3-30b-a3b  # a cut-down copy\nnum_layers: 8\n")
+    assert resolve_model(str(own)).num_layers == 8
+    own.write_text("preset: qwen3-30b-a3b\nnum_layerz: 8\n")
+    with pytest.raises(InputError, match="did you mean 'num_layers'") as info:
+        resolve_model(str(own))
+    assert info.value.where == f"{own}:2:1"
+    own.write_text("preset: [unclosed\n")
+    with pytest.raises(InputError, match="YAML syntax error") as info:
+        resolve_model(str(own))
+    assert info.value.where is not None and info.value.where.startswith(f"{own}:")
+
+
 def test_spec_passes_through_and_where_prefix_is_used() -> None:
     spec = PRESETS["llama-3.1-8b"].spec
     assert resolve_model(spec) is spec

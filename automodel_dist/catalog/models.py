@@ -18,7 +18,7 @@ from automodel_dist.catalog.presetfile import load_preset_file
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.resources import PRESETS_DIR
-from automodel_dist.yamlio import to_plain
+from automodel_dist.yamlio import load_document, to_plain
 
 MODELS_DIR = PRESETS_DIR / "models"
 # A Hugging Face id with one of these suffixes resolves like the id without it.
@@ -168,6 +168,8 @@ def _resolve_name(ref: str, where: str) -> ModelSpec:
     if not text:
         raise InputError("model is empty", where=where, hint="name a preset, a Hugging Face id or a config.json")
     path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return _load_model_yaml(path)
     if path.exists():
         return load_hf_config(path)
     spec = _spec_for(text, where)
@@ -179,12 +181,29 @@ def _resolve_name(ref: str, where: str) -> ModelSpec:
     raise _unknown_model(text, where)
 
 
+def _load_model_yaml(path: Path) -> ModelSpec:
+    """A model file in the preset format (id and aliases optional), or any mapping `model:` accepts."""
+    doc = load_document(path, what="model file")
+    values = doc.plain()
+    values.pop("aliases", None)
+    if "id" in values:
+        values.setdefault("name", values.pop("id"))
+    try:
+        return resolve_model(values, where=str(path))
+    except InputError as exc:
+        prefix = f"{path}."
+        if exc.where and exc.where.startswith(prefix):  # a field of the file: point at its line
+            raise InputError(exc.message, where=doc.where(exc.where[len(prefix):]), hint=exc.hint) from None
+        raise
+
+
 def resolve_model(ref: Any, *, where: str = "model") -> ModelSpec:
     """Whatever `model:` holds -> ModelSpec.
 
     `ref` is a ModelSpec, a preset id, a Hugging Face id (an -Instruct/-Base variant too), the path of a
-    config.json or a model folder, a mapping `{preset: ID, <field>: <value>...}`, a parsed config.json
-    mapping (it has `model_type`), or a full architecture mapping of ModelSpec fields.
+    config.json or a model folder, the path of a YAML model file (preset format), a mapping
+    `{preset: ID, <field>: <value>...}`, a parsed config.json mapping (it has `model_type`), or a full
+    architecture mapping of ModelSpec fields.
     `where` is the dotted key the value came from, used in error messages.
     """
     if isinstance(ref, ModelSpec):
