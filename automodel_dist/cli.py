@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +42,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
                          hint="drop --format json")
-    result = compile_intent(args.intent, args.overrides)
+    kwargs = {}
+    if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
+        from automodel_dist.resources import SCHEMAS_DIR
+
+        schema = SCHEMAS_DIR / "automodel-recipe.schema.json"
+        kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
+    result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if args.output:
         out = Path(args.output)
