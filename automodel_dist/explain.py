@@ -57,7 +57,7 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
         f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}",
         f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
-        f"{problem.memory_headroom:.0%} headroom",
+        f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
         f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
         f"tokens/s/GPU, bound by {est.bound}",
         "",

@@ -1,0 +1,47 @@
+"""`explain`: the winner and the next layouts side by side, and the rule that pruned each dropped layout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from automodel_dist.cli import main
+from automodel_dist.compiler import compile_intent
+from automodel_dist.explain import render_explain
+
+INTENT = {"model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 2},
+          "training": {"task": "sft", "seq_length": 4096, "global_batch_size": 512}}
+
+
+def test_text_shows_the_winner_runners_up_and_pruning() -> None:
+    result = compile_intent(INTENT)
+    text = render_explain(result, top=3, fmt="text")
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("#  "))
+    rows = lines[header + 1:header + 5]
+    assert rows[0].startswith("1*") and result.layout.short() in rows[0]
+    assert [r.split()[0] for r in rows[1:]] == ["2", "3", "4"]
+    for row, alt in zip(rows[1:], result.alternatives[:3], strict=True):
+        assert alt.layout.short() in row and f"{alt.estimate.memory_gib:.1f}" in row and alt.estimate.bound in row
+    assert f"{result.considered} layouts considered" in text
+    for rule, count in result.pruned.items():
+        assert any(rule in line and str(count) in line for line in lines)
+
+
+def test_json_carries_the_same_facts() -> None:
+    result = compile_intent(INTENT)
+    data = json.loads(render_explain(result, top=5, fmt="json"))
+    assert data["winner"]["label"] == result.layout.short()
+    assert data["winner"]["estimate"]["memory_gib"] == result.estimate.memory_gib
+    assert [a["label"] for a in data["alternatives"]] == [c.layout.short() for c in result.alternatives[:5]]
+    assert data["pruned"] == result.pruned and data["considered"] == result.considered
+    assert set(data["pruned_examples"]) == set(result.pruned)
+
+
+def test_cli_explain(tmp_path: Any, capsys: Any) -> None:
+    path = tmp_path / "intent.yaml"
+    path.write_text("model: Qwen/Qwen3-8B\nhardware: {gpu: h100-80gb, nodes: 1}\n"
+                    "training: {seq_length: 4096, global_batch_size: 64}\n", encoding="utf-8")
+    assert main(["explain", str(path), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n1*") == 1 and "\n3 " in out and "\n4 " not in out
