@@ -143,8 +143,10 @@ def _explain_branches(error: ValidationError, root: dict[str, Any]) -> Iterator[
     # say): that is the one the user meant.
     shaped = [errs for errs in by_branch.values() if all(len(e.absolute_path) > depth or _is_structural(e)
                                                          for e in errs)]
-    if shaped:
-        best = min(shaped, key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs)))
+    # Otherwise a branch of the value's own kind that failed on a bound (minimum, minItems, ...) says most.
+    same_kind = [errs for errs in by_branch.values() if all(e.validator not in _KIND_KEYWORDS for e in errs)]
+    if shaped or same_kind:
+        best = min(shaped or same_kind, key=lambda errs: (len(errs), -max(len(e.absolute_path) for e in errs)))
         for sub in best:
             yield from _explain(sub, root)
         return
@@ -156,6 +158,9 @@ def _explain_branches(error: ValidationError, root: dict[str, Any]) -> Iterator[
     if near:
         hint = f"did you mean {near!r}? " + hint
     yield tuple(error.absolute_path), f"expected {expected}, got {_show(error.instance)}", hint, severity
+
+
+_KIND_KEYWORDS = ("type", "const", "enum", "pattern", "anyOf", "oneOf")
 
 
 def _is_structural(error: ValidationError) -> bool:

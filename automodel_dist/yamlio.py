@@ -42,16 +42,17 @@ class Document:
         node = self.data
         found: tuple[int, int] | None = None
         for key in keys:
-            if isinstance(node, CommentedMap) and key in node:
-                line, col = node.lc.key(key)
-                found = (line + 1, col + 1)
-                node = node[key]
-            elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
-                line, col = node.lc.item(key)
-                found = (line + 1, col + 1)
-                node = node[key]
-            else:
+            try:  # a key added after loading (an override) is in the map but has no position
+                if isinstance(node, CommentedMap) and key in node:
+                    line, col = node.lc.key(key)
+                elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+                    line, col = node.lc.item(key)
+                else:
+                    break
+            except (KeyError, TypeError):
                 break
+            found = (line + 1, col + 1)
+            node = node[key]
         if found is None and isinstance(self.data, CommentedMap) and keys == ():
             return (1, 1)
         return found

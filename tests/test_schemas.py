@@ -1,0 +1,224 @@
+"""The shipped JSON Schemas: valid draft 2020-12, documented for editors, and right about real recipes.
+
+The recipe schema is judged three ways: against recipe fixtures that reproduce the shapes of NVIDIA-NeMo/
+Automodel's public examples (each states the world size it runs at), against invalid neighbours, and against
+AutoModel 0.7.0 itself: its own section parsers and its dataclass field sets.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from recipe_section_oracle import automodel_section_verdicts
+
+from automodel_dist.resources import SCHEMAS_DIR
+from automodel_dist.schema_check import ERROR, WARNING, SchemaIssue, load_schema, schema_issues
+from automodel_dist.yamlio import load_document
+
+RECIPES = Path(__file__).parent / "fixtures" / "recipes"
+VALID = sorted((RECIPES / "valid").glob("*.yaml"))
+INVALID = sorted((RECIPES / "invalid").glob("*.yaml"))
+RECIPE_SCHEMA = "automodel-recipe.schema.json"
+WORLD = re.compile(r"^# world: (\d+) x (\d+)$", re.M)
+EXPECT = re.compile(r"^# expect: (\S+) \| (.+)$", re.M)
+
+
+def recipe_issues(source: Any) -> list[SchemaIssue]:
+    return schema_issues(load_document(source, what="recipe"), RECIPE_SCHEMA)
+
+
+def errors(source: Any) -> list[SchemaIssue]:
+    return [i for i in recipe_issues(source) if i.severity == ERROR]
+
+
+@pytest.mark.parametrize("name", ["intent.schema.json", RECIPE_SCHEMA])
+def test_schemas_are_valid_draft_2020_12(name: str) -> None:
+    schema = json.loads((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+
+
+def intent_fields(schema: dict[str, Any], where: str = "") -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """Every property of every object in the intent schema: (dotted name, its schema, required?)."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        if set(prop) == {"$ref"}:  # a reuse of a documented definition (the model's override fields)
+            continue
+        yield f"{where}{name}", prop, name in required
+        yield from intent_fields(prop, f"{where}{name}.")
+    for branch in schema.get("anyOf", ()):
+        yield from intent_fields(branch, where)
+
+
+def test_every_intent_field_is_documented_for_editors() -> None:
+    schema = load_schema("intent.schema.json")
+    fields = list(intent_fields(schema)) + list(intent_fields(schema["$defs"]["architecture"], "model."))
+    assert len(fields) > 50
+    for name, prop, required in fields:
+        assert prop.get("title") and prop.get("description"), name
+        assert "default" in prop or required, f"{name}: needs a default or to be required"
+        assert prop.get("examples"), name
+
+
+def test_intent_objects_are_closed() -> None:
+    def objects(node: Any) -> Iterator[dict[str, Any]]:
+        if isinstance(node, dict):
+            if "properties" in node:
+                yield node
+            for value in node.values():
+                yield from objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from objects(value)
+
+    for obj in objects(load_schema("intent.schema.json")):
+        assert obj.get("additionalProperties") is False, sorted(obj["properties"])
+
+
+# --- the recipe schema against recipes ------------------------------------------------------------
+
+def test_there_are_enough_realistic_fixtures_each_with_its_world_size() -> None:
+    assert len(VALID) >= 30 and len(INVALID) >= 15
+    for path in VALID + INVALID:
+        assert WORLD.search(path.read_text()), f"{path.name}: needs a '# world: NODES x GPUS' header"
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_recipes_have_no_schema_errors(path: Path) -> None:
+    assert errors(path) == []
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_invalid_neighbours_are_rejected_for_the_expected_reason(path: Path) -> None:
+    dotted, why = EXPECT.search(path.read_text()).groups()
+    found = errors(path)
+    assert found, path.name
+    hit = [i for i in found if i.dotted == dotted]
+    assert hit, [i.dotted for i in found]
+    assert any(why in f"{i.message} {i.hint}" for i in hit), [(i.message, i.hint) for i in hit]
+    assert all(i.line is not None and i.hint for i in hit)
+
+
+def test_the_schema_agrees_with_automodels_own_parsers() -> None:
+    """AutoModel 0.7.0 parses each fixture's distributed and packed_sequence sections; we must agree.
+
+    The one deliberate difference: a size AutoModel cannot read as an integer (`tp_size: two`) it silently
+    treats as 1, a silent wrong answer; we reject it.
+    """
+    deliberate = {("tp_size_word", "distributed")}
+    recipes = {p.stem: load_document(p).plain() for p in VALID + INVALID}
+    verdicts = automodel_section_verdicts(recipes)
+    checked = 0
+    for path in VALID + INVALID:
+        ours = errors(path)
+        for section, theirs in verdicts[path.stem].items():
+            we_reject = any(i.path[0] == section for i in ours)
+            if (path.stem, section) in deliberate:
+                assert we_reject and theirs is None
+                continue
+            assert we_reject == (theirs is not None), (path.name, section, theirs, ours)
+            checked += 1
+    assert checked >= 60
+
+
+# --- what AutoModel checks loosely is a warning, not an error -------------------------------------
+
+BASE = {"step_scheduler": {"global_batch_size": 8, "local_batch_size": 1}}
+
+
+@pytest.mark.parametrize(("recipe", "dotted"), [
+    ({**BASE, "dist_env": {"backend": "nccl", "timeout": 10}}, "dist_env.timeout"),
+    ({**BASE, "model": {"backend": {"attn": "my_kernel"}}}, "model.backend.attn"),
+    ({**BASE, "model": {"backend": {"dispatcher_num_qps": 4}}}, "model.backend.dispatcher_num_qps"),
+    ({**BASE, "distributed": {"pp_size": 1, "pipeline": {"microbatch": 1}}}, "distributed.pipeline.microbatch"),
+    ({**BASE, "distributed": {"moe": {"wrap_outer": True}}}, "distributed.moe.wrap_outer"),
+])
+def test_loosely_checked_values_are_warnings(recipe: dict[str, Any], dotted: str) -> None:
+    issues = recipe_issues(recipe)
+    assert [(i.severity, i.dotted) for i in issues] == [(WARNING, dotted)]
+
+
+def test_pipeline_keys_are_errors_once_pipelining_is_on() -> None:
+    recipe = {**BASE, "distributed": {"pp_size": 2, "pipeline": {"microbatch": 1}}}
+    assert [(i.severity, i.dotted) for i in recipe_issues(recipe)] == [(ERROR, "distributed.pipeline.microbatch")]
+
+
+@pytest.mark.parametrize("value", ["${TP}", "${TP,2}", "${oc.env:TP,2}", "$TP", "2", 2, None, "none"])
+def test_sizes_accept_numbers_nulls_and_env_placeholders(value: Any) -> None:
+    assert errors({"distributed": {"tp_size": value}}) == []
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("strategy", "FSDP2"), ("strategy", "Megatron-FSDP"), ("activation_checkpointing", "Selective"),
+    ("autocast_dtype", "torch.BFloat16"),
+])
+def test_values_automodel_lower_cases_are_accepted_in_any_case(key: str, value: str) -> None:
+    assert errors({"distributed": {key: value}}) == []
+
+
+def test_schedule_names_follow_torch_not_the_docstring() -> None:
+    for good in ("1f1b", "Interleaved1F1B", "gpipe", "ZBVZeroBubble", "dualpipev"):
+        assert errors({"distributed": {"pp_size": 2, "pipeline": {"pp_schedule": good}}}) == []
+    for bad in ("interleaved_1f1b", "looped_bfs", "dfs", "v_schedule", "zero_bubble"):
+        assert errors({"distributed": {"pp_size": 2, "pipeline": {"pp_schedule": bad}}}), bad
+
+
+def test_strategy_key_sets_are_closed_per_strategy() -> None:
+    assert errors({"distributed": {"strategy": "ddp", "sequence_parallel": False}})
+    assert errors({"distributed": {"strategy": "megatron_fsdp", "enable_compile": True}})
+    assert errors({"distributed": {"strategy": "fsdp2", "zero_dp_strategy": 3}})
+    assert not errors({"distributed": {"strategy": "megatron_fsdp", "zero_dp_strategy": 3}})
+    assert not errors({"distributed": {"strategy": "ddp", "static_graph": True}})
+
+
+# --- the closed key sets are AutoModel 0.7.0's own field sets -------------------------------------
+
+def automodel_fields(module: str, cls: str) -> set[str]:
+    import importlib
+
+    return {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+
+
+def test_distributed_key_sets_match_automodels_configs() -> None:
+    config = "nemo_automodel.components.distributed.config"
+    common = {"strategy", "tp_size", "pp_size", "cp_size", "ep_size", "dp_size", "dp_replicate_size", "pipeline",
+              "moe", "activation_checkpointing", "_target_", "_recursive_", "_convert_"}
+    sets = {}
+    for branch in load_schema(RECIPE_SCHEMA)["$defs"]["distributed"]["allOf"][:3]:
+        keys = set(branch["then"]["propertyNames"]["enum"])
+        sets[branch["if"].get("properties", {}).get("strategy", {}).get("pattern", "fsdp2")] = keys
+    by_strategy = dict(zip(("ddp", "megatron_fsdp", "fsdp2"), sets.values(), strict=True))
+    for strategy, cls in (("fsdp2", "FSDP2Config"), ("megatron_fsdp", "MegatronFSDPConfig"), ("ddp", "DDPConfig")):
+        assert by_strategy[strategy] == automodel_fields(config, cls) | common, strategy
+
+
+def test_section_key_sets_match_automodels_dataclasses() -> None:
+    defs = load_schema(RECIPE_SCHEMA)["$defs"]
+    pipeline = automodel_fields("nemo_automodel.components.distributed.pipelining.config", "PipelineConfig")
+    assert set(defs["pipeline"]["properties"]) == pipeline
+    moe = automodel_fields("nemo_automodel.components.distributed.config", "MoEParallelizerConfig")
+    assert set(defs["moe"]["properties"]) == moe
+    scheduler = automodel_fields("nemo_automodel.components.training.step_scheduler", "StepSchedulerConfig")
+    runtime = {"local_batch_size", "dp_size", "dataloader", "_target_"}  # read or stripped by the recipe
+    assert set(defs["step_scheduler"]["properties"]) == scheduler | runtime
+
+
+def test_backend_fields_match_automodels_backend_config() -> None:
+    """BackendConfig imports transformers (absent here), so its fields are read from the source."""
+    import nemo_automodel
+
+    source = Path(nemo_automodel.__file__).parent / "components" / "models" / "common" / "utils.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    fields = {cls.name: {stmt.target.id for stmt in cls.body if isinstance(stmt, ast.AnnAssign)}
+              for cls in tree.body if isinstance(cls, ast.ClassDef)}
+    backend = load_schema(RECIPE_SCHEMA)["$defs"]["backend"]["properties"]
+    assert set(backend) == fields["BackendConfig"] | {"_target_"}
+    assert set(backend["mok"]["properties"]) == fields["MoKBackendConfig"] | {"_target_"}
