@@ -210,3 +210,16 @@ def test_torch_disagreeing_with_the_arithmetic_is_loud(tmp_path: Path, capsys: p
     assert code == 1 and out == ""
     assert "internal error" in err and "the groups of axis 'tp'" in err
     assert mesh_module.MeshMismatchError.exit_code == 1
+
+
+def test_ddp_and_megatron(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ddp = write(tmp_path, "recipe: X\ndistributed:\n  strategy: ddp\n", "ddp.yaml")
+    code, out, _ = run(["dry-run", ddp, "--nodes", "2"], capsys)
+    assert code == 0 and "nothing to build: AutoModel builds no device mesh for DDP" in out
+    data = json.loads(run(["dry-run", ddp, "--nodes", "2", "--format", "json"], capsys)[1])
+    assert data["ok"] and data["device_mesh"] is None and data["axes"] == {}
+    megatron = write(tmp_path, "recipe: X\ndistributed:\n  strategy: mfsdp\n  tp_size: 4\n  cp_size: 2\n", "m.yaml")
+    data = json.loads(run(["dry-run", megatron, "--nodes", "2", "--format", "json", "--rank", "9"], capsys)[1])
+    assert data["device_mesh"] == {"names": ["dp", "cp", "tp"], "shape": [2, 2, 4]}
+    assert data["flattened"] == {"dp_cp": ["dp", "cp"]} and data["moe_mesh"] is None
+    assert data["rank"]["groups"] == {"dp": [1, 9], "cp": [9, 13], "tp": [8, 9, 10, 11], "dp_cp": [1, 5, 9, 13]}

@@ -54,9 +54,6 @@ def _header(report: MeshReport) -> list[str]:
 
 
 def _mesh_lines(report: MeshReport) -> list[str]:
-    if report.mesh_shape is None:
-        return ["meshes:  none: AutoModel builds no device mesh for DDP; every rank is a data-parallel replica "
-                f"(dp = {report.world_size})"]
     lines = [f"device_mesh  {_shape_text(report.mesh_names, report.mesh_shape)}"]
     for name, dims in report.flattened.items():
         lines.append(f"  flattened  {name} = ({', '.join(dims)})")
@@ -114,10 +111,14 @@ def render_text(report: MeshReport, rank: int = 0) -> str:
         for finding in report.findings:
             lines += _finding_lines(finding, report.source)
         return "\n".join(lines) + "\n"
-    lines.append(f"result:  meshes built by torch {report.torch_version} under its fake process group; "
-                 "every group equals AutoModel's arithmetic")
-    lines.append("")
-    lines += _mesh_lines(report)
+    if report.mesh_shape is None:
+        lines.append("result:  nothing to build: AutoModel builds no device mesh for DDP; every rank is a "
+                     f"data-parallel replica in the default process group (dp = {report.world_size})")
+    else:
+        lines.append(f"result:  meshes built by torch {report.torch_version} under its fake process group; "
+                     "every group equals AutoModel's arithmetic")
+        lines.append("")
+        lines += _mesh_lines(report)
     if report.tables:
         lines.append("")
         lines += _axis_table(report)
