@@ -8,6 +8,7 @@ A check that cannot be judged is skipped with a note; bad input is an InputError
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
-from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
+from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.yamlio import Document, join_path, load_document, split_path
@@ -50,12 +51,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
         findings.append(r.SKIPPED.finding("layout rules skipped: the distributed section cannot be read until "
                                           "the errors above are fixed", path="distributed"))
     else:
-        try:
-            layout = layout_from_config(config, world_size=world_size, model=spec)
-            training = training_from_config(config, global_batch_size=layout.global_batch_size)
-        except RecipeValueError as exc:
-            raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
-        findings += _layout_findings(config, layout, training, spec, gpu_spec, gpus_per_node)
+        findings += _judge_layouts(doc, config, world_size, spec, gpu_spec, gpus_per_node)
     domain = min(max(gpu_spec.nvlink_domain, gpus_per_node), world_size) if gpu_spec else gpus_per_node
     findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec, layout=layout,
                              nvlink_domain=domain)
@@ -100,6 +96,28 @@ def _gpu(name: str | None) -> GpuSpec | None:
     from automodel_dist.catalog.hardware import get_gpu
 
     return get_gpu(name, where="--gpu")
+
+
+def _judge_layouts(doc: Document, config: Mapping[str, Any], world_size: int, spec: ModelSpec | None,
+                   gpu: GpuSpec | None, gpus_per_node: int) -> list[Finding]:
+    """Layout rules on the recipe's layout; with distillation on separate meshes, on both meshes (each on
+    its own ranks; whether they add up to the world is rule am-r42-kd-meshes)."""
+    kd = kd_mesh_sizes(config)
+    try:
+        layout = layout_from_config(config, world_size=kd[0] if kd else world_size, model=spec)
+        training = training_from_config(config, global_batch_size=layout.global_batch_size)
+    except RecipeValueError as exc:
+        raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+    findings = _layout_findings(config, layout, training, spec, gpu, gpus_per_node)
+    if kd:
+        try:
+            teacher = layout_from_config({"distributed": config["teacher_distributed"]}, world_size=kd[1])
+        except RecipeValueError as exc:
+            path = f"teacher_{exc.path}"
+            raise InputError(exc.message, where=doc.where(path), hint=exc.hint) from None
+        findings += [replace(f, path=f"teacher_{f.path}") for f in check_layout(teacher)
+                     if f.path.startswith("distributed")]
+    return findings
 
 
 def _layout_findings(config: Mapping[str, Any], layout: Layout, training: TrainingSpec, spec: ModelSpec | None,

@@ -136,6 +136,7 @@ BASE = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
         "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
 DELETE = object()
 PIPE = {"distributed.pp_size": 2, "step_scheduler.local_batch_size": 4}
+KD_SPLIT = {"separate_meshes": True, "distributed.dp_size": 4, "teacher_distributed": {"dp_size": 2, "tp_size": 2}}
 
 
 def recipe(changes: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +150,7 @@ def recipe(changes: dict[str, Any]) -> dict[str, Any]:
         if value is DELETE:
             node.pop(last, None)
         else:
-            node[last] = value
+            node[last] = copy.deepcopy(value)
     return out
 
 
@@ -224,6 +225,11 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-r41-checkpoint", {"checkpoint.model_save_format": "pickle"}, {"checkpoint.model_save_format": "torch_save"},
      {}),
     ("am-r41-checkpoint", {"checkpoint.max_recent_checkpoints": 0}, {"checkpoint.max_recent_checkpoints": 3}, {}),
+    ("am-r42-kd-meshes", {"separate_meshes": True}, {**KD_SPLIT}, {}),
+    ("am-r42-kd-meshes", {"teacher_distributed": {"strategy": "fsdp2"}}, {"separate_meshes": False}, {}),
+    ("am-r42-kd-meshes", {**KD_SPLIT, "teacher_distributed.dp_size": 8}, KD_SPLIT, {}),
+    ("am-r42-kd-meshes", {**KD_SPLIT, "distributed.dp_size": None}, KD_SPLIT, {}),
+    ("am-r42-kd-meshes", {**KD_SPLIT, "teacher_distributed.strategy": "ddp"}, KD_SPLIT, {}),
     ("dist-env-timeout", {}, {"dist_env.timeout_minutes": 30}, {"world_size": 16}),
     ("ddp-dp-size-ignored", {"distributed.strategy": "ddp", "distributed.dp_size": 4},
      {"distributed.strategy": "ddp", "distributed.dp_size": None}, {}),

@@ -130,6 +130,14 @@ def test_model_from_a_from_config_recipe(tmp_path: Path) -> None:
     assert "am-r26-ep-divides-experts" in {f.rule for f in report.errors}  # 128 experts, ep 3: model was found
 
 
+def test_distillation_meshes_are_judged_on_their_own_ranks(tmp_path: Path) -> None:
+    text = GOOD.replace("  tp_size: 2\n  dp_size: none\n", "  dp_size: 4\n") + (
+        "separate_meshes: true\nteacher_distributed:\n  dp_size: 2\n  tp_size: 2\n  ep_size: 3\n")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    [error] = report.errors  # the student's 4 ranks are not "ranks left out": the teacher has the other 4
+    assert (error.rule, error.path, error.line) == ("am-r13-ep-divides-non-pp", "teacher_distributed.ep_size", 15)
+
+
 BAD_INPUTS = {
     "missing file": (None, "recipe file not found"),
     "empty file": ("", "recipe is empty"),

@@ -101,7 +101,70 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     _check_packing(_mapping(config.get("packed_sequence")), out)
     _check_checkpoint(_mapping(config.get("checkpoint")), out)
     _check_dist_env(_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
+    _check_kd(config, dist, world_size, out)
     return out
+
+
+def kd_mesh_sizes(config: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(student ranks, teacher ranks) of a distillation recipe with `separate_meshes`, when both are explicit.
+
+    AutoModel (`recipes/kd_utils.py`) gives the student ranks [0, s) and the teacher [s, s + t); each mesh
+    is dp·tp·pp·cp of its own section.
+    """
+    teacher = config.get("teacher_distributed")
+    if not config.get("separate_meshes") or not isinstance(teacher, Mapping):
+        return None
+    sizes = [_explicit_mesh_size(_mapping(config.get("distributed"))), _explicit_mesh_size(teacher)]
+    return (sizes[0], sizes[1]) if None not in sizes else None
+
+
+def _explicit_mesh_size(dist: Mapping[str, Any]) -> int | None:
+    dp = dist.get("dp_size")
+    if not isinstance(dp, int) or isinstance(dp, bool) or dp <= 0:
+        return None
+    size = dp
+    for key in ("tp_size", "pp_size", "cp_size"):
+        size *= _lenient_size(dist.get(key))
+    return size
+
+
+def _check_kd(config: Mapping[str, Any], dist: Mapping[str, Any], world_size: int, out: list[Finding]) -> None:
+    """Knowledge distillation's student/teacher rank split (`create_kd_distributed_setups`)."""
+    separate, teacher = config.get("separate_meshes", False), config.get("teacher_distributed")
+    if not separate:
+        if teacher is not None:
+            out.append(r.KD_MESHES.finding(
+                "teacher_distributed is set but separate_meshes is not true", path="teacher_distributed",
+                hint="set separate_meshes: true, or remove teacher_distributed to share the student's mesh",
+                automodel_message="teacher_distributed requires separate_meshes=true"))
+        return
+    if not isinstance(teacher, Mapping):
+        out.append(r.KD_MESHES.finding(
+            "separate_meshes is true but there is no teacher_distributed section",
+            hint="add teacher_distributed with its own strategy and explicit dp_size",
+            automodel_message="separate_meshes=true requires a teacher_distributed section"))
+        return
+    for label, section in (("distributed", dist), ("teacher_distributed", teacher)):
+        if _explicit_mesh_size(section) is None:
+            out.append(r.KD_MESHES.finding(
+                f"{label}.dp_size must be an explicit positive integer with separate_meshes", path=f"{label}.dp_size",
+                hint="set dp_size so that the student and teacher meshes split the ranks exactly",
+                automodel_message=f"{label}.dp_size must be set when separate_meshes=true so the non-overlapping "
+                                  "rank split is explicit"))
+        if canonical_strategy(section.get("strategy", "fsdp2")) == "ddp":
+            out.append(r.KD_MESHES.finding(
+                f"{label} uses ddp, which has no device mesh to separate", path=f"{label}.strategy",
+                hint="use fsdp2 (or megatron_fsdp) for both student and teacher",
+                automodel_message="Separate KD meshes currently require mesh-backed strategies; DDP is not supported"))
+    sizes = kd_mesh_sizes(config)
+    if sizes is not None and sum(sizes) != world_size:
+        student, teacher_size = sizes
+        out.append(r.KD_MESHES.finding(
+            f"student ({student} ranks) + teacher ({teacher_size} ranks) = {student + teacher_size}, "
+            f"but the world has {world_size}",
+            hint=f"size the two meshes so they add up to {world_size}",
+            automodel_message=f"Separate KD mesh sizes must use every rank exactly once: student={student} + "
+                              f"teacher={teacher_size} != world_size={world_size}"))
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

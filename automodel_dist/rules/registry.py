@@ -224,6 +224,10 @@ PACKING_STRATEGY = register(
     "packing_strategy is thd, neat or a dotted path", automodel=("R40",))
 CHECKPOINT = register(
     "am-r41-checkpoint", ERROR, "checkpoint", "CheckpointingConfig value checks", automodel=("R41",))
+KD_MESHES = register(
+    "am-r42-kd-meshes", ERROR, "separate_meshes",
+    "knowledge distillation with separate meshes: explicit dp_size on both, student + teacher ranks = world",
+    automodel=("R42",))
 DIST_ENV_TIMEOUT = register(
     "dist-env-timeout", WARNING, "dist_env.timeout_minutes",
     "multi-node runs need dist_env.timeout_minutes well above AutoModel's 1-minute default")
