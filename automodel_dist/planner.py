@@ -45,7 +45,11 @@ class Candidate:
 
 @dataclass
 class Plan:
-    """The winner, the runners-up (best first), and how many generated layouts each rule dropped."""
+    """The winner, the runners-up (best first), and how many generated layouts each rule dropped.
+
+    `alternatives` keep the best layout of each distinct structure; `dropped` holds every layout a rule
+    dropped with the errors it broke, `reasons` one example message per rule.
+    """
 
     best: Candidate
     alternatives: list[Candidate]
@@ -53,6 +57,7 @@ class Plan:
     considered: int
     reasons: dict[str, str] = field(default_factory=dict)
     feasible: int = 0
+    dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -64,6 +69,7 @@ class Search:
     pruned: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     considered: int = 0
+    dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
 
     @property
     def fitting(self) -> list[Candidate]:
@@ -260,6 +266,7 @@ class _Enumerator:
         self.search.considered += 1
         errors = [f for f in self.check(layout, **self.rule_kwargs) if f.severity == ERROR]
         if errors:
+            self.search.dropped.append((layout, tuple(errors)))
             for rule in dict.fromkeys(f.rule for f in errors):
                 self.search.pruned[rule] = self.search.pruned.get(rule, 0) + 1
                 if rule not in self.search.reasons:
@@ -348,7 +355,8 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
-                considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked))
+                considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked),
+                dropped=result.dropped)
 
 
 def with_cluster_nodes(problem: Problem, nodes: int) -> Problem:

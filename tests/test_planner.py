@@ -126,7 +126,10 @@ def test_pruning_counts_are_the_rules_own() -> None:
     assert result.pruned[heads_rule] == len(seen_tp8) > 0
     assert "tp_size=8" in result.reasons[heads_rule]
     assert all(c.layout.tp != 8 for c in [result.best, *result.alternatives])
-    assert result.considered >= sum(result.pruned.values()) + result.feasible
+    assert result.considered >= len(result.dropped) + result.feasible
+    for rule, count in result.pruned.items():  # each drop keeps its reasons, and the counts add up
+        assert count == sum(any(f.rule == rule for f in errors) for _, errors in result.dropped)
+    assert all(errors and all(f.severity == "error" for f in errors) for _, errors in result.dropped)
 
     narrowed = plan(problem_of(intent(parallelism={"tp": [1, 2, 4]})))
     assert heads_rule not in narrowed.pruned
