@@ -93,6 +93,13 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
         if dp * denom != world:
             out.append(_world_product(layout, dp, denom))
             sound = False
+    if strategy == "megatron_fsdp" and dp * cp == 1 and world > 1:
+        out.append(r.MFSDP_NO_DP_SHARD.finding(
+            f"MegatronFSDP with dp·cp = 1 on {world} GPUs shards nothing: the model is only tensor-parallel",
+            hint="lower tp_size so that dp > 1, or use strategy fsdp2",
+            automodel_message="MegatronFSDP DP shard group size is 1; skipping MegatronFSDP wrapping and returning "
+                              "the TP-parallelized model. To enable MegatronFSDP sharding, use dp_size>1 (e.g., "
+                              "tp_size=1 for world_size=2)."))
     if strategy == "fsdp2":
         if dp % dpr:
             out.append(r.DP_REPLICATE_MULTIPLE.finding(

@@ -103,6 +103,9 @@ MOE_TP_SEQUENCE_PARALLEL = register(
 MFSDP_AC_SKIPPED = register(
     "mfsdp-ac-skipped", WARNING, "distributed.activation_checkpointing",
     "MegatronFSDP skips activation checkpointing on more than one GPU")
+MFSDP_NO_DP_SHARD = register(
+    "am-r30-mfsdp-no-dp-shard", WARNING, "distributed.tp_size",
+    "MegatronFSDP with a DP shard group (dp·cp) of 1 only applies TP: no sharding", automodel=("R30",))
 LBS_DIVISIBLE_BY_MBS = register(
     "am-r31-lbs-divisible-by-mbs", ERROR, "distributed.pipeline.pp_microbatch_size",
     "local_batch_size must be divisible by pp_microbatch_size", automodel=("R31", "R35"))
