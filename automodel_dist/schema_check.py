@@ -275,7 +275,9 @@ def _show(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]" if len(value) <= 6 else f"a list of {len(value)} items"
+        if len(value) <= 6 and not any(isinstance(v, (dict, list)) for v in value):
+            return "[" + ", ".join(_show(v) for v in value) + "]"
+        return f"a list of {len(value)} item(s)"
     return str(value)
 
 
