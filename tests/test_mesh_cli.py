@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from automodel_dist.cli import main
+from automodel_dist.errors import InputError
 from automodel_dist.verify import mesh as mesh_module
 from automodel_dist.verify.groups import NON_PP_FLAT_NAME
 
@@ -223,3 +224,26 @@ def test_ddp_and_megatron(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert data["device_mesh"] == {"names": ["dp", "cp", "tp"], "shape": [2, 2, 4]}
     assert data["flattened"] == {"dp_cp": ["dp", "cp"]} and data["moe_mesh"] is None
     assert data["rank"]["groups"] == {"dp": [1, 9], "cp": [9, 13], "tp": [8, 9, 10, 11], "dp_cp": [1, 5, 9, 13]}
+
+
+def test_public_api_takes_yaml_text() -> None:
+    import automodel_dist as ad
+
+    report = ad.build_meshes(RECIPE.format(tp=2, ep=4), world_size=16, gpus_per_node=8)
+    assert report.ok and report.mesh_shape == (2, 1, 2, 2, 2) and report.moe_shape == (2, 4)
+    assert report.rank_view(15).groups["ep"] == [12, 13, 14, 15]
+    assert report.node_map["tp"].intra_node and not report.node_map["pp"].intra_node
+    assert {"import_torch", "torch_build", "total"} <= set(report.timing)
+
+
+def test_an_existing_process_group_is_not_clobbered() -> None:
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=0, world_size=4, store=FakeStore())
+    try:
+        with pytest.raises(InputError, match="already initialised"):
+            mesh_module.build_meshes(RECIPE.format(tp=1, ep=1), world_size=8)
+        assert dist.get_world_size() == 4
+    finally:
+        dist.destroy_process_group()
