@@ -173,7 +173,7 @@ def run() -> list[RowResult]:
 
 THROUGHPUT_GRID = {
     "DENSE_EFFICIENCY": [0.50, 0.55, 0.60, 0.65, 0.70],
-    "EXPERT_EFFICIENCY": [0.20, 0.25, 0.30, 0.35, 0.40, 0.50],
+    "EXPERT_EFFICIENCY": [0.25, 0.30, 0.35, 0.40, 0.45],
     "PEFT_EFFICIENCY": [0.70, 0.75, 0.80, 0.85, 0.90, 1.0],
     "FLEX_DISPATCH_EFFICIENCY": [0.5, 0.6, 0.7, 0.8, 0.9],
 }

@@ -27,9 +27,12 @@ from automodel_dist.problem import TrainingSpec
 DENSE_EFFICIENCY = 0.60
 EXPERT_EFFICIENCY = 0.30
 # LoRA runs many thin adapter GEMMs beside the frozen base; they cost time but no counted FLOPs.
-PEFT_EFFICIENCY = 0.80
+PEFT_EFFICIENCY = 0.75
 # Efficiency falls for small micro batches: factor tokens / (tokens + SMALL_BATCH_TOKENS).
 SMALL_BATCH_TOKENS = 512.0
+# Grouped expert GEMMs fall off the same way with the tokens each local expert receives per micro batch
+# (micro-batch tokens x top-k x ep / experts): expert parallelism gathers tokens onto fewer experts.
+EXPERT_GEMM_TOKENS = 1024.0
 # Relative efficiency by GPU generation (compute capability major): Blackwell reaches a smaller share
 # of its higher peak at the same kernels (Megatron-Bridge's MFU bands, megatron-bridge.md §5).
 GENERATION_EFFICIENCY = {"8": 1.05, "9": 1.0, "10": 0.8}
@@ -147,7 +150,9 @@ def time_breakdown(
     generation = GENERATION_EFFICIENCY.get(gpu.compute_capability.split(".")[0], 1.0)
     peft = PEFT_EFFICIENCY if training.is_peft else 1.0
     dense_rate = gpu.tflops_bf16 * 1e12 * DENSE_EFFICIENCY * size * generation * peft
-    expert_rate = gpu.tflops_bf16 * 1e12 * EXPERT_EFFICIENCY * generation * peft
+    tokens_per_expert = mb_tokens * shape.top_k * ep / shape.num_experts if shape.num_experts else 0.0
+    expert_size = tokens_per_expert / (tokens_per_expert + EXPERT_GEMM_TOKENS) if shape.num_experts else 1.0
+    expert_rate = gpu.tflops_bf16 * 1e12 * EXPERT_EFFICIENCY * expert_size * generation * peft
     scale = shape.flops_scale
     attention = shape.attention_flops * scale
     dense_linear = (
