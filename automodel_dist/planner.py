@@ -113,21 +113,31 @@ def _pinned(allowed: tuple | None, natural: Iterable) -> list:
     return sorted(allowed) if allowed is not None else list(natural)
 
 
+def layout_fields(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
+                  vpp: int, activation_checkpointing: bool, dispatcher: str | None) -> dict:
+    """A layout's fields but the batch split, with what follows from its sizes: schedule, sequence
+    parallelism and the global batch (`dispatcher` is `choose_dispatcher`'s, cached by the caller)."""
+    model = problem.model
+    return {
+        "world_size": problem.cluster.world_size, "strategy": strategy, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
+        "dp_replicate": dp_replicate, "vpp": vpp,
+        "pp_schedule": None if pp == 1 else ("interleaved1f1b" if vpp > 1 else "1f1b"),
+        "activation_checkpointing": activation_checkpointing,
+        "sequence_parallel": strategy == "fsdp2" and tp > 1 and not model.is_moe,
+        "global_batch_size": problem.training.global_batch_size,
+        "dispatcher": dispatcher,
+    }
+
+
 def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
                 vpp: int, activation_checkpointing: bool, local_batch_size: int = 1,
                 micro_batch_size: int | None = None) -> Layout:
-    """A layout with what follows from its sizes: schedule, sequence parallelism, dispatcher, global batch."""
-    model = problem.model
-    return Layout(
-        world_size=problem.cluster.world_size, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
-        dp_replicate=dp_replicate, vpp=vpp,
-        pp_schedule=None if pp == 1 else ("interleaved1f1b" if vpp > 1 else "1f1b"),
-        activation_checkpointing=activation_checkpointing,
-        sequence_parallel=strategy == "fsdp2" and tp > 1 and not model.is_moe,
-        global_batch_size=problem.training.global_batch_size,
-        local_batch_size=local_batch_size,
-        micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size,
-        dispatcher=choose_dispatcher(model, problem.cluster, ep).name)
+    """A layout with what follows from its sizes (see `layout_fields`); micro batch = local batch without PP."""
+    fields = layout_fields(problem, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, dp_replicate=dp_replicate,
+                           vpp=vpp, activation_checkpointing=activation_checkpointing,
+                           dispatcher=choose_dispatcher(problem.model, problem.cluster, ep).name)
+    return Layout(**fields, local_batch_size=local_batch_size,
+                  micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size)
 
 
 class _Enumerator:
@@ -146,6 +156,8 @@ class _Enumerator:
         self.gpn = cluster.gpus_per_node
         self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training}
         self.divisor_cache: dict[int, list[int]] = {}
+        self.batch_cache: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
+        self.dispatchers: dict[int, str | None] = {}
 
     def divisors(self, n: int) -> list[int]:
         if n not in self.divisor_cache:
@@ -197,6 +209,11 @@ class _Enumerator:
         natural = [1, *virtual_stage_options(self.p.model.num_layers, pp, MAX_VPP)]
         return _pinned(pins, natural)
 
+    def dispatcher(self, ep: int) -> str | None:
+        if ep not in self.dispatchers:
+            self.dispatchers[ep] = choose_dispatcher(self.p.model, self.p.cluster, ep).name
+        return self.dispatchers[ep]
+
     def acs(self, strategy: str) -> list[bool]:
         # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
         natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [False, True]
@@ -204,6 +221,12 @@ class _Enumerator:
 
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both."""
+        key = (pp, dp)
+        if key not in self.batch_cache:
+            self.batch_cache[key] = self._batches(pp, dp)
+        return self.batch_cache[key]
+
+    def _batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         pins = self.p.pins
         gbs = self.p.training.global_batch_size
         lbs_all = [b for b in _pinned(pins.local_batch_size, _powers_of_two(gbs)) if dp > 0 and gbs % (b * dp) == 0]
@@ -222,8 +245,8 @@ class _Enumerator:
         return out
 
     # -- the walk ---------------------------------------------------------------------------------------
-    def structures(self) -> Iterator[tuple[Layout, int]]:
-        """Every (layout without its batch split, dp) the world size admits, in a fixed order."""
+    def structures(self) -> Iterator[tuple[dict, int]]:
+        """Every (layout fields but the batch split, dp) the world size admits, in a fixed order."""
         for strategy in _pinned(self.p.pins.strategy, STRATEGIES):
             for tp in self.tps(strategy):
                 for pp in self.pps(strategy, tp):
@@ -232,27 +255,28 @@ class _Enumerator:
                         dp = self.W if strategy == "ddp" else self.W // denom
                         for ep, dpr, vpp, ac in product(self.eps(strategy, pp), self.dprs(strategy, tp, cp, dp),
                                                         self.vpps(pp), self.acs(strategy)):
-                            yield make_layout(self.p, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
-                                              dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac), dp
+                            yield layout_fields(self.p, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
+                                                dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac,
+                                                dispatcher=self.dispatcher(ep)), dp
 
     def run(self) -> Search:
         for base, dp in self.structures():
-            self.walk_batches(base, base.pp, dp)
+            self.walk_batches(base, dp)
             if self.first_fit and self.found_fit:
                 break
         return self.search
 
-    def walk_batches(self, base: Layout, pp: int, dp: int) -> None:
-        batches = self.batches(pp, dp)
+    def walk_batches(self, base: dict, dp: int) -> None:
+        batches = self.batches(base["pp"], dp)
         if not batches:  # no batch split divides the global batch: let the rules say why
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
-            self.judge(base.with_(local_batch_size=lbs, micro_batch_size=min(pins.micro_batch_size or (lbs,))))
+            self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=min(pins.micro_batch_size or (lbs,))))
             return
         for mbs, lbs_list in batches:
             first = True
             for lbs in lbs_list:
-                verdict = self.judge(base.with_(local_batch_size=lbs, micro_batch_size=mbs))
+                verdict = self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
                 if verdict == "structural":
                     return
                 if verdict == "too-big":
