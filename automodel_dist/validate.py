@@ -175,10 +175,12 @@ def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list
         return [r.SKIPPED.finding("recipe schema not installed: shape checks skipped", path="")]
     from automodel_dist.schema_check import schema_issues
 
+    # A finding covers its own key and, below the top level, everything under it (a rule that judged
+    # `distributed.pipeline` already said what is wrong inside it); a top-level path covers only itself.
     covered = {split_path(f.path) for f in findings if f.path}
     out = []
     for issue in schema_issues(Document(data=_schema_view(config), filename="<recipe>"), RECIPE_SCHEMA):
-        if any(issue.path[:len(p)] == p for p in covered):
+        if any(issue.path == p or (len(p) > 1 and issue.path[:len(p)] == p) for p in covered):
             continue
         out.append(r.SCHEMA.finding(issue.message, path=join_path(issue.path), hint=issue.hint,
                                     severity=issue.severity))

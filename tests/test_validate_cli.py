@@ -210,3 +210,13 @@ def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", write(tmp_path, BAD, "bad.yaml"),
                            "--format", "json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
+
+
+def test_schema_issues_are_kept_unless_a_rule_already_said_it(tmp_path: Path) -> None:
+    text = GOOD.replace("  tp_size: 2\n", "  tp_size: 3\n  enable_compile: sometimes\n  sequence_paralel: true\n")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    rules = {(f.rule, f.path) for f in report.errors}
+    assert ("am-r9-world-divisible", "distributed") in rules        # a top-level path hides nothing below it
+    assert ("schema", "distributed.enable_compile") in rules         # so the schema's type error stays
+    assert ("am-r3-unknown-option", "distributed.sequence_paralel") in rules
+    assert ("schema", "distributed.sequence_paralel") not in rules   # the typo is reported once, by R3
