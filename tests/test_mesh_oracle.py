@@ -7,6 +7,8 @@ axes, and the sampled ranks' coordinates and groups on every axis; on invalid se
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automodel_dist.errors import InputError
+from automodel_dist.targets.automodel.config import load_config
 from automodel_dist.verify.groups import DEVICE_MESH, MOE_MESH
 from automodel_dist.verify.mesh import MeshReport, build_meshes
+from automodel_dist.yamlio import load_document
 
 MAX_WORLD = 4096
 POW2_WORLDS = [2**k for k in range(13)]
@@ -196,3 +200,24 @@ def test_non_positive_sizes_are_input_errors(oracle: Oracle, section: dict[str, 
     result = ours(section, 8)
     assert isinstance(result, InputError) and result.exit_code == 2
     assert next(iter(section)) in str(result)
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "recipes" / "valid"
+
+
+def fixture_world(path: Path) -> int:
+    """The `# world: NODES x GPUS` header each valid recipe fixture carries."""
+    match = re.search(r"^# world:\s*(\d+)\s*x\s*(\d+)", path.read_text(encoding="utf-8"), re.MULTILINE)
+    assert match, f"{path.name} has no '# world: NODES x GPUS' header"
+    return int(match.group(1)) * int(match.group(2))
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_valid_recipes_build_as_automodel_builds_them(oracle: Oracle, path: Path) -> None:
+    """Recipes shaped like public AutoModel ones build, at their world size, exactly as AutoModel builds them."""
+    world = fixture_world(path)
+    report = build_meshes(path, world_size=world)
+    assert report.ok, [f"{f.rule}: {f.message}" for f in report.errors]
+    section = load_config(load_document(path).data)["distributed"]
+    ranks = sorted({0, world // 3, world - 1})
+    assert_same(section, world, ranks, oracle.ask(section, world, ranks), report)
