@@ -6,9 +6,11 @@ world (tp·cp·pp divides it, ep divides dp·cp·tp, the batch split divides the
 generated still goes through the shared rules (`rules.check_layout`), so the compiler can never emit what
 `validate` rejects and the pruning counts are the rules' own.
 
-Two shortcuts keep it fast without changing the answer: a layout whose rule errors do not involve the
-batch split is checked once (with its smallest batch), and batch variants stop at the first one that does
-not fit, because peak memory only grows with the micro batch.
+Shortcuts keep it fast without changing the answer: a layout whose rule errors do not involve the batch
+split is checked once (with its smallest batch); batch variants stop at the first one that does not fit,
+because peak memory only grows with the micro batch; a layout without activation checkpointing is skipped
+when the same layout with it does not fit even at its smallest micro batch. Under PP the whole per-rank
+batch is one pipeline step (only the micro batch varies), unless the local batch is pinned.
 """
 
 from __future__ import annotations
@@ -215,9 +217,10 @@ class _Enumerator:
         return self.dispatchers[ep]
 
     def acs(self, strategy: str) -> list[bool]:
+        """With checkpointing first: when that does not fit, the same layout without it is skipped."""
         # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
-        natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [False, True]
-        return _pinned(self.p.pins.activation_checkpointing, natural)
+        natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [True, False]
+        return sorted(_pinned(self.p.pins.activation_checkpointing, natural), reverse=True)
 
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both."""
@@ -260,30 +263,36 @@ class _Enumerator:
                                                 dispatcher=self.dispatcher(ep)), dp
 
     def run(self) -> Search:
+        hopeless: dict | None = None  # the last layout that did not fit even with activation checkpointing
         for base, dp in self.structures():
-            self.walk_batches(base, dp)
+            if not base["activation_checkpointing"] and hopeless == {**base, "activation_checkpointing": True}:
+                continue  # checkpointing only saves memory: without it this cannot fit either
+            if self.walk_batches(base, dp) and base["activation_checkpointing"]:
+                hopeless = base
             if self.first_fit and self.found_fit:
                 break
         return self.search
 
-    def walk_batches(self, base: dict, dp: int) -> None:
+    def walk_batches(self, base: dict, dp: int) -> bool:
+        """Judge the batch splits of one structure; True if even its smallest micro batch does not fit."""
         batches = self.batches(base["pp"], dp)
         if not batches:  # no batch split divides the global batch: let the rules say why
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
             self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=min(pins.micro_batch_size or (lbs,))))
-            return
+            return False
         for mbs, lbs_list in batches:
             first = True
             for lbs in lbs_list:
                 verdict = self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
                 if verdict == "structural":
-                    return
+                    return False
                 if verdict == "too-big":
                     if first:
-                        return  # a larger micro batch only needs more memory
+                        return mbs == batches[0][0]  # a larger micro batch only needs more memory
                     break
                 first = first and verdict != "fits"
+        return False
 
     def judge(self, layout: Layout) -> str:
         """'structural' | 'batch' (a rule broke) | 'too-big' | 'fits'."""
