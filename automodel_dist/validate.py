@@ -39,7 +39,8 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     doc = load_document(source, what="recipe")
     config, missing = resolve_config(doc.data)
     findings: list[Finding] = [
-        r.ENV_VAR.finding(f"environment variable {m.name} is not set and {m.token} has no default",
+        r.ENV_VAR.finding(f"environment variable {m.name} is not set here and {m.token} has no default: AutoModel "
+                          "fails at load unless it is set where the job runs (judged with the key's default)",
                           path=join_path(m.path), hint=f"export {m.name}=... or write ${{{m.name},DEFAULT}}",
                           automodel_message=m.automodel_message)
         for m in missing]

@@ -112,7 +112,8 @@ def test_env_var_is_resolved_and_reported(tmp_path: Path, monkeypatch: pytest.Mo
     assert (env.path, env.line) == ("distributed.cp_size", 8)
     assert env.automodel_message == ("Environment variable 'AMD_TEST_MISSING' is not set "
                                      "(required by '$AMD_TEST_MISSING').")
-    assert [f.rule for f in report.errors] == ["am-r2-env-var"]  # tp 4 from the environment divides 8
+    assert env.severity == "warning"  # the job's environment may set it
+    assert report.errors == []  # tp 4 from the environment divides 8; cp falls back to its default
 
 
 def test_unknown_model_in_recipe_is_a_note(tmp_path: Path) -> None:

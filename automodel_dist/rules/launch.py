@@ -158,6 +158,11 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
             hint="set step_scheduler.preemption_signal: [SIGUSR1, SIGTERM]"))
     if multi_node:
         env = sbatch_env(sbatch_text)
+        if is_node_local(env.get("RECIPE", "")):
+            findings.append(Finding(
+                "launch-node-local-cache", WARNING, "sbatch",
+                f"the recipe {env['RECIPE']} is on node-local storage: the other nodes cannot read it",
+                hint="write the recipe (compile -o) to a folder every node mounts"))
         for name in SHARED_CACHE_VARS:
             if name in env and is_node_local(env[name]):
                 findings.append(Finding(

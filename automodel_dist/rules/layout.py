@@ -269,7 +269,10 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
             out.append(r.PP_TIED_EMBEDDINGS.finding(
                 f"{model.name} ties its input and output embeddings, which pipeline parallelism cannot split",
                 hint="set pp_size: 1 (use tp, cp or more data parallelism instead)",
-                automodel_message=f"Model '{model.name}' is not compatible with pipeline parallelism"))
+                automodel_message=f"Model '{model.name}' is not compatible with pipeline parallelism:\n\n1. Pipeline "
+                                  "parallelism does not support tie_word_embeddings=True, and overriding it to "
+                                  "tie_word_embeddings=False is not supported either. Train this model with another "
+                                  "supported parallelism strategy (e.g., FSDP2) instead."))
 
 
 def supports_packed_cp(model: ModelSpec, attn: str | None = None) -> bool:

@@ -163,7 +163,9 @@ RECIPE_TARGET = register(
     "am-r1-recipe-target", WARNING, "recipe",
     "the `automodel` CLI needs the recipe class in `recipe:` (a recipe script run with -c does not)", automodel=("R1",))
 ENV_VAR = register(
-    "am-r2-env-var", ERROR, "", "every ${VAR} without a default must be set in the environment", automodel=("R2",))
+    "am-r2-env-var", WARNING, "",
+    "every ${VAR} without a default must be set where the job starts (a warning: the launch environment may "
+    "differ from the one validating)", automodel=("R2",))
 DISTRIBUTED_MISSING = register(
     "am-distributed-missing", ERROR, "", "the recipe needs a distributed: section (AutoModel reads cfg.distributed)")
 UNKNOWN_STRATEGY = register(
