@@ -225,3 +225,22 @@ def test_compile_uses_the_winner_of_the_plan() -> None:
     result = compile_intent(spec)
     assert result.layout == plan(problem_of(spec)).best.layout
     assert result.considered > result.feasible > 0
+
+
+# -- the shortcuts' premises, checked on the real cost model ------------------------------------------------
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"])
+def test_memory_grows_with_the_micro_batch_and_checkpointing_saves_it(model: str) -> None:
+    """The planner stops at the first micro batch that does not fit, and skips a layout without activation
+    checkpointing when the same layout with it does not fit: both rest on these two facts."""
+    from automodel_dist.cost.model import estimate_layout
+
+    problem = problem_of(intent(model=model, nodes=4))
+    for c in search(problem).candidates[::7]:
+        lay = c.layout
+        doubled = lay.with_(micro_batch_size=2 * lay.micro_batch_size,
+                            local_batch_size=max(lay.local_batch_size, 2 * lay.micro_batch_size * lay.pp)
+                            if lay.pp > 1 else 2 * lay.local_batch_size)
+        assert estimate_layout(problem, doubled).memory_gib >= c.estimate.memory_gib, lay.short()
+        with_ac = estimate_layout(problem, lay.with_(activation_checkpointing=True)).memory_gib
+        without = estimate_layout(problem, lay.with_(activation_checkpointing=False)).memory_gib
+        assert with_ac <= without, lay.short()
