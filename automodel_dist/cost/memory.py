@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.pipeline_stages import layers_per_stage
 from automodel_dist.problem import TrainingSpec
 
 GIB = float(1 << 30)
@@ -73,10 +74,13 @@ _CHECKPOINTING = ("none", "full", "selective")
 
 
 def stage_layers(shape: ModelShape, num_stages: int, stage: int) -> tuple[int, int]:
-    """(dense, MoE) decoder layers on pipeline stage `stage` of `num_stages` (earlier stages take extras)."""
-    base, extra = divmod(shape.num_layers, num_stages)
-    start = stage * base + min(stage, extra)
-    end = start + base + (1 if stage < extra else 0)
+    """(dense, MoE) decoder layers on pipeline stage `stage` of `num_stages`.
+
+    AutoModel gives every stage `layers_per_stage` layers and the last one what is left.
+    """
+    per_stage = layers_per_stage(shape.num_layers, num_stages) or -(-shape.num_layers // num_stages)
+    start = min(stage * per_stage, shape.num_layers)
+    end = min(start + per_stage, shape.num_layers)
     dense = max(0, min(end, shape.dense_layers) - start)
     return dense, end - start - dense
 
@@ -86,6 +90,32 @@ def rank_stages(layout: Layout, rank: int) -> tuple[int, ...]:
     if layout.pp_schedule in V_SCHEDULES:
         return rank, 2 * layout.pp - 1 - rank
     return tuple(rank + k * layout.pp for k in range(layout.vpp))
+
+
+# (num_layers, dense_layers, pp, vpp, V schedule) -> per candidate rank: (rank, dense, moe, stages,
+# holds the embedding, holds the head). Plain-int keys: the planner asks for the same few splits.
+_RANK_LAYERS: dict[tuple[int, int, int, int, bool], tuple[tuple[int, int, int, int, bool, bool], ...]] = {}
+
+
+def candidate_ranks(shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int, int, bool, bool], ...]:
+    """The first and the last pp rank (the candidates for the most loaded one) and what each holds."""
+    pp = max(layout.pp, 1)
+    v_shape = layout.pp_schedule in V_SCHEDULES
+    key = (shape.num_layers, shape.dense_layers, pp, max(layout.vpp, 1), v_shape)
+    cached = _RANK_LAYERS.get(key)
+    if cached is None:
+        num_stages = pp * (2 if v_shape else max(layout.vpp, 1))
+        ranks = []
+        for rank in ((0,) if pp == 1 else (0, pp - 1)):
+            stages = rank_stages(layout, rank) if pp > 1 else (0,)
+            dense = moe = 0
+            for stage in stages:
+                d, m = stage_layers(shape, num_stages, stage)
+                dense += d
+                moe += m
+            ranks.append((rank, dense, moe, len(stages), 0 in stages, (num_stages - 1) in stages))
+        cached = _RANK_LAYERS[key] = tuple(ranks)
+    return cached
 
 
 def chunks_in_flight(layout: Layout, rank: int) -> float:
@@ -143,7 +173,6 @@ def memory_breakdown(
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
     tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
-    num_stages = pp * max(layout.vpp, 1)
     peft = training.is_peft
     ddp = layout.strategy == "ddp"
     fsdp = 1 if ddp else max(layout.dp_shard, 1) * cp
@@ -169,16 +198,7 @@ def memory_breakdown(
 
     best: tuple[float, ...] = ()
     best_total = -1.0
-    for rank in ((0,) if pp <= 1 else (0, pp - 1)):
-        stages = rank_stages(layout, rank) if pp > 1 else (0,)
-        dense_n = moe_n = 0
-        for stage in stages:
-            d, m = stage_layers(shape, num_stages, stage)
-            dense_n += d
-            moe_n += m
-        has_embedding = 0 in stages
-        has_head = (num_stages - 1) in stages
-
+    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in candidate_ranks(shape, layout):
         # weights this rank holds before FSDP sharding (TP-split), then its shards
         outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
         dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
@@ -224,11 +244,11 @@ def memory_breakdown(
             act_elems = 0.0
         elif mode == "full":
             # each layer keeps its input; the layer being recomputed holds its activations and grads
-            act_elems = chunks_in_flight(layout, rank) * layers / len(stages) * shape.hidden / rep_div
+            act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
             keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
-            act_elems = keep * chunks_in_flight(layout, rank) / len(stages) * (dense_n * dense_act + moe_n * moe_act)
+            act_elems = keep * chunks_in_flight(layout, rank) / n_stages * (dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
         fragmentation = FRAGMENTATION * (activations + logits + gather)

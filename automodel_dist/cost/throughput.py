@@ -17,6 +17,8 @@ reference/calibration.md (the "fit" rows there); the other throughput rows are h
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import V_SCHEDULES, Layout
@@ -75,6 +77,11 @@ def model_flops_per_token(shape: ModelShape) -> float:
         + shape.lm_head_flops
     )
     return per_token * shape.flops_scale
+
+
+@lru_cache(maxsize=16)
+def _generation_efficiency(compute_capability: str) -> float:
+    return GENERATION_EFFICIENCY.get(compute_capability.split(".")[0], 1.0)
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
@@ -147,7 +154,7 @@ def time_breakdown(
     samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
     mb_tokens = samples * seq / cp  # tokens of one micro batch on one GPU's sequence shard
     size = mb_tokens / (mb_tokens + SMALL_BATCH_TOKENS)
-    generation = GENERATION_EFFICIENCY.get(gpu.compute_capability.split(".")[0], 1.0)
+    generation = _generation_efficiency(gpu.compute_capability)
     peft = PEFT_EFFICIENCY if training.is_peft else 1.0
     dense_rate = gpu.tflops_bf16 * 1e12 * DENSE_EFFICIENCY * size * generation * peft
     tokens_per_expert = mb_tokens * shape.top_k * ep / shape.num_experts if shape.num_experts else 0.0
