@@ -144,6 +144,9 @@ def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     recipe = write(tmp_path, "recipe: X\ndistributed:\n  tp_size: [2]\n")
     code, _, err = run(["dry-run", recipe, "--nodes", "1"], capsys)
     assert code == 2 and "tp_size" in err and "Traceback" not in err
+    recipe = write(tmp_path, "recipe: X\ndistributed:\n  tp_size: ${MESH_TEST_UNSET_TP}\n")
+    code, _, err = run(["dry-run", recipe, "--nodes", "1"], capsys)
+    assert code == 2 and f"{recipe}:3:3: Environment variable 'MESH_TEST_UNSET_TP' is not set" in err
 
 
 INTENT = """\

@@ -130,7 +130,11 @@ def _located(finding: Finding, doc: Document) -> Finding:
 
 def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
     """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage."""
-    config = load_config(doc.data)
+    try:
+        config = load_config(doc.data)
+    except InputError as exc:  # an unset ${VAR}: point at its line in the file, not only its dotted key
+        raise InputError(exc.message, where=doc.where(exc.where) if exc.where else doc.filename,
+                         hint=exc.hint) from None
     findings = [f for f in check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node)
                 if decides_meshes(f)]
     layout = None
