@@ -93,8 +93,12 @@ def _explain(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained
     if "propertyNames" in error.relative_schema_path:
         # jsonschema validates each key name against the propertyNames subschema; the instance is the key.
         key = str(error.instance)
-        allowed = [str(v) for v in schema.get("enum", [])]
-        yield (*path, key), f"unknown key '{key}'", _key_hint(key, allowed, custom_hint), severity
+        if "enum" in schema:
+            allowed = [str(v) for v in schema["enum"]]
+            yield (*path, key), f"unknown key '{key}'", _key_hint(key, allowed, custom_hint), severity
+        else:
+            message, hint = _explain_value(keyword, error.validator_value, key, schema)
+            yield (*path, key), f"key {message}", custom_hint or hint, severity
         return
     if keyword == "required":
         missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]

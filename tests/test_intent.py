@@ -298,6 +298,16 @@ def test_a_model_mapping_with_a_typo_names_the_key(tmp_path: Path) -> None:
     assert located_at(exc, 4, 3) and exc.hint.startswith("did you mean 'num_layers'?")
 
 
+def test_a_mapping_without_preset_is_judged_as_a_full_architecture(tmp_path: Path) -> None:
+    arch = "model: {num_layers: 2, hidden_size: 64, num_attention_heads: 4, intermediate_size: 128}"
+    exc = error_of(write(tmp_path, MINIMAL.replace("model: Qwen/Qwen3-30B-A3B", arch)))
+    assert exc.message == "model: missing required key 'vocab_size' in model"
+    assert "{preset: ID" in exc.hint
+    full = arch.replace("}", ", vocab_size: 1000}")
+    assert resolve_intent(load_intent(write(tmp_path, MINIMAL.replace("model: Qwen/Qwen3-30B-A3B", full)))) \
+        .model.vocab_size == 1000
+
+
 # --- the CLI shows these as messages, exit 2, no traceback ---------------------------------------
 
 @pytest.mark.parametrize("text", ["", "model: [\n", MINIMAL.replace("seq_length: 4096", "seq_length: -4")])

@@ -54,14 +54,14 @@ def intent_fields(schema: dict[str, Any], where: str = "") -> Iterator[tuple[str
             continue
         yield f"{where}{name}", prop, name in required
         yield from intent_fields(prop, f"{where}{name}.")
-    for branch in schema.get("anyOf", ()):
+    for branch in (*schema.get("anyOf", ()), *(schema[k] for k in ("then", "else") if k in schema)):
         yield from intent_fields(branch, where)
 
 
 def test_every_intent_field_is_documented_for_editors() -> None:
     schema = load_schema("intent.schema.json")
     fields = list(intent_fields(schema)) + list(intent_fields(schema["$defs"]["architecture"], "model."))
-    assert len(fields) > 50
+    assert len(fields) > 50 and "model.preset" in {name for name, _, _ in fields}
     for name, prop, required in fields:
         assert prop.get("title") and prop.get("description"), name
         assert "default" in prop or required, f"{name}: needs a default or to be required"
