@@ -9,6 +9,8 @@ from launch_support import assigned, bash_syntax, sbatch_directives, shellcheck,
 from nemo_automodel.components.launcher.skypilot.config import SkyPilotConfig
 
 from automodel_dist.cli import main
+from automodel_dist.errors import InputError
+from automodel_dist.intent import load_intent
 from automodel_dist.validate import validate_recipe
 from automodel_dist.yamlio import load_document
 
@@ -86,3 +88,23 @@ def test_skypilot_without_a_cloud_is_a_clear_input_error(tmp_path: Path, capsys:
     assert code == 2
     err = capsys.readouterr().err
     assert "launcher.cloud" in err and "hint:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("setting", "key"), [
+    ('container_mounts: ["data:/data"]', "launcher.container_mounts.0"),
+    ('container_mounts: ["/data"]', "launcher.container_mounts.0"),
+    ("env: {1BAD: x}", "launcher.env.1BAD"),
+    ("time: four hours", "launcher.time"),
+    ("job_name: my job", "launcher.job_name"),
+    ("acount: typo", "launcher.acount"),
+    ("use_spot: sometimes", "launcher.use_spot"),
+    ("cloud: oci", "launcher.cloud"),
+])
+def test_bad_launcher_settings_are_located_input_errors(tmp_path: Path, setting: str, key: str) -> None:
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(INTENT.format(extra="").replace('  container_mounts: ["/lustre/data:/data"]\n', "")
+                      + f"  {setting}\n")
+    with pytest.raises(InputError) as info:
+        load_intent(intent)
+    assert f"intent.yaml:{len(INTENT.splitlines()) - 1}:" in str(info.value)
+    assert f"{key}:" in str(info.value)

@@ -65,8 +65,10 @@ host, port = flags["rdzv_endpoint"].rsplit(":", 1)
 record = {{"flags": flags, "module": module, "args": args, "cwd": os.getcwd(),
           "env": {{k: os.environ.get(k) for k in ("SLURM_NODEID", "MASTER_ADDR", "MASTER_PORT", "RECIPE",
                                                 "PYTORCH_CUDA_ALLOC_CONF", "HF_HOME")}}}}
-with open(os.path.join(os.environ["RECORDS"], f"torchrun-{{os.environ['SLURM_NODEID']}}.json"), "w") as f:
+path = os.path.join(os.environ["RECORDS"], f"torchrun-{{os.environ['SLURM_NODEID']}}.json")
+with open(path + ".part", "w") as f:
     json.dump(record, f)
+os.replace(path + ".part", path)
 workers = []
 for local in range(nproc):
     env = dict(os.environ, RANK=str(node_rank * nproc + local), LOCAL_RANK=str(local),
@@ -80,18 +82,26 @@ APP = """# Stand-in for nemo_automodel.cli.app: record what this worker received
 import json, os, signal, sys, time
 records = os.environ["RECORDS"]
 got = []
+
+
+def save(name, value):  # write then rename, so a reader never sees half a file
+    path = os.path.join(records, name)
+    with open(path + ".part", "w") as f:
+        json.dump(value, f)
+    os.replace(path + ".part", path)
+
+
+
 signal.signal(signal.SIGUSR1, lambda *_: got.append("SIGUSR1"))
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RUN_ID", "SLURM_NODEID")
 record = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in keys}}
-with open(os.path.join(records, f"worker-{os.environ['RANK']}.json"), "w") as f:
-    json.dump(record, f)
+save(f"worker-{os.environ['RANK']}.json", record)
 if os.environ.get("WAIT_FOR_USR1") == "1":
     deadline = time.monotonic() + 60
     while not got and time.monotonic() < deadline:
         time.sleep(0.05)
-    with open(os.path.join(records, f"signals-{os.environ['RANK']}.json"), "w") as f:
-        json.dump(got, f)
+    save(f"signals-{os.environ['RANK']}.json", got)
 """
 
 
@@ -135,7 +145,8 @@ def preempted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     proc = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 60
-    while len(_records(env, "worker")) < NODES * GPUS and time.monotonic() < deadline and proc.poll() is None:
+    started = Path(env["RECORDS"]).glob
+    while len(list(started("worker-*.json"))) < NODES * GPUS and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGUSR1)
     _, stderr = proc.communicate(timeout=90)

@@ -70,14 +70,16 @@ def test_one_torchrun_per_node_or_no_torchrun_is_fine(text: str) -> None:
     "export HF_DATASETS_CACHE=/raid/datasets",
     'CACHE_DIR=/local/cache\nexport TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$CACHE_DIR/triton}"',
     "export NEMO_HOME=/root/.cache/nemo",
+    "export RECIPE=/tmp/run/recipe.yaml",
 ])
 def test_node_local_cache_on_several_nodes_warns(lines: str) -> None:
     finding = _check(sbatch="#!/bin/bash\n" + lines + "\n")["launch-node-local-cache"]
-    assert finding.severity == "warning" and "shared storage" in finding.hint
+    assert finding.severity == "warning" and "node-local" in finding.message
 
 
 @pytest.mark.parametrize(("lines", "nodes"), [
     ("export HF_HOME=/lustre/hf", 2),
+    ("export RECIPE=/lustre/run/recipe.yaml", 2),
     ('CACHE_DIR=/lustre/cache\nexport HF_HOME="${HF_HOME:-$CACHE_DIR/huggingface}"', 2),
     ("export HF_HOME=/tmpfs-is-not-tmp/hf", 2),
     ("export HF_HOME=/tmp/hf", 1),

@@ -25,7 +25,7 @@ from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.launch import write_launch_files
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.slurm import render_sbatch
-from automodel_dist.rules.launch import check_launch
+from automodel_dist.rules.launch import check_launch, is_node_local
 from automodel_dist.rules.recipe import check_recipe
 from automodel_dist.yamlio import load_document
 
@@ -118,12 +118,15 @@ def test_written_launch_passes_the_launch_rules(tmp_path: Path, plan: tuple) -> 
     findings = check_launch(load_document(recipe_path).plain(), world_size=cluster.world_size,
                             gpus_per_node=cluster.gpus_per_node, model=result.problem.model, sbatch_text=text,
                             layout=result.layout, nvlink_domain=cluster.nvlink_domain)
-    # The default cache folder sits beside the recipe (here under pytest's temporary folder, node-local
-    # by name), so only the plans with a shared cache_dir must come out without any finding.
+    # pytest's temporary folder is node-local by name: on several nodes the recipe there draws one
+    # warning, and so does the default cache folder beside it (plans without a shared cache_dir).
+    about_recipe = [f for f in findings if f"recipe {recipe_path} " in f.message]
+    assert len(about_recipe) == int(cluster.nodes > 1 and is_node_local(str(recipe_path)))
+    rest = [f for f in findings if f not in about_recipe]
     if plan[6] and plan[6].get("cache_dir"):
-        assert findings == []
+        assert rest == []
     else:
-        assert all(f.severity != "error" for f in findings)
+        assert all(f.severity == "warning" and f.rule == "launch-node-local-cache" for f in rest)
     recipe_rules = check_recipe(load_document(recipe_path).plain(), world_size=cluster.world_size,
                                 gpus_per_node=cluster.gpus_per_node, model=result.problem.model)
     assert "dist-env-timeout" not in {f.rule for f in recipe_rules}
@@ -214,22 +217,6 @@ def test_nccl_user_buffers_and_cuda_graphs_change_the_allocator_settings(tmp_pat
     assert assigned(text, "NCCL_GRAPH_REGISTER") == "0"
     assert "export NCCL_GRAPH_REGISTER" not in render_sbatch(problem, make_result(problem).layout, settings,
                                                              tmp_path / "r.yaml", load_document(BASE_RECIPE).data)
-
-
-@pytest.mark.parametrize(("launcher", "where"), [
-    ({"container_mounts": ["/data"]}, "launcher.container_mounts"),
-    ({"container_mounts": ["data:/data"]}, "launcher.container_mounts"),
-    ({"env": {"1BAD": "x"}}, "launcher.env.1BAD"),
-    ({"time": "four hours"}, "launcher.time"),
-    ({"job_name": "my job"}, "launcher.job_name"),
-    ({"acount": "typo"}, "launcher.acount"),
-    ({"use_spot": "yes"}, "launcher.use_spot"),
-])
-def test_bad_launcher_settings_name_the_key(launcher: dict, where: str) -> None:
-    with pytest.raises(InputError) as info:
-        launcher_settings(launcher, make_problem("llama-3.1-8b", "h100-80gb", 1))
-    assert info.value.where == where
-    assert info.value.hint
 
 
 def test_run_directory_with_spaces_is_refused(tmp_path: Path) -> None:

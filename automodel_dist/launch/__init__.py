@@ -2,11 +2,13 @@
 
 `write_launch_files` is what `automodel-dist compile --launcher ...` calls after writing the recipe.
 Both launchers rewrite the recipe with the settings the launch relies on (see `recipe_settings`), and
-the result is checked with the same launch rules `validate` uses, so a written launch never trips them.
+the result is checked with the same launch rules `validate` uses: an error stops the writing (exit 1),
+a warning is printed.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,8 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[st
     if not report.ok:
         raise ValidationFailed("the launch files would break their own launch rules: "
                                + "; ".join(f.message for f in report.errors), report)
+    for finding in report.warnings:
+        print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)
     recipe_path.write_text(dump_yaml(recipe), encoding="utf-8")
     if sbatch_text is not None:
         (recipe_path.parent / "logs").mkdir(parents=True, exist_ok=True)
