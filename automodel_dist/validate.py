@@ -131,9 +131,12 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
     findings = check_layout(layout, model=spec, cluster=cluster)
     training = training_from_config(config, global_batch_size=layout.global_batch_size)
     if training.packed_sequences and layout.cp > 1:
-        backend = _mapping(_mapping(config.get("model")).get("backend"))
-        attn = backend.get("attn")
-        check_cp_packing(layout, spec, training, findings, attn=attn if isinstance(attn, str) else None)
+        model_section = _mapping(config.get("model"))
+        backend_attn = _mapping(model_section.get("backend")).get("attn")
+        hf_attn = model_section.get("attn_implementation")
+        check_cp_packing(layout, spec, training, findings,
+                         backend_attn=backend_attn if isinstance(backend_attn, str) else None,
+                         hf_attn=hf_attn if isinstance(hf_attn, str) else None)
         if spec is None:
             findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",
                                               path="distributed.cp_size", hint="pass --model"))

@@ -137,6 +137,7 @@ BASE = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
         "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
 DELETE = object()
 PIPE = {"distributed.pp_size": 2, "step_scheduler.local_batch_size": 4}
+CP_PACKED = {"distributed.cp_size": 2, "packed_sequence.packed_sequence_size": 4096}
 KD_SPLIT = {"separate_meshes": True, "distributed.dp_size": 4, "teacher_distributed": {"dp_size": 2, "tp_size": 2}}
 
 
@@ -239,6 +240,9 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
      {"step_scheduler.local_batch_size": 1, "step_scheduler.global_batch_size": 8,
       "packed_sequence.packed_sequence_size": 2048, "distributed.activation_checkpointing": True},
      {"model": "llama-3.1-8b", "gpu": "a100-40gb"}),
+    ("am-r20-cp-packing-support", {**CP_PACKED, "model.backend.attn": "sdpa"}, CP_PACKED, {"model": "qwen3-8b"}),
+    ("am-r20-cp-packing-support", CP_PACKED, {**CP_PACKED, "model.attn_implementation": "te"},
+     {"model": "mixtral-8x7b"}),
     ("skipped", {}, {}, {"good_model": "llama-3.1-8b"}),
 ]
 

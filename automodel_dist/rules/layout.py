@@ -22,7 +22,7 @@ from automodel_dist.rules.registry import divisors, listing
 PACKED_CP_FAMILIES = frozenset({
     "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v3", "kimi_k2", "gpt_oss",
 })
-_PACKED_CP_ATTN = frozenset({"te", "magi"})
+_PACKED_CP_ATTN = frozenset({"te", "magi", "tilelang"})
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
@@ -275,26 +275,33 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                                   "supported parallelism strategy (e.g., FSDP2) instead."))
 
 
-def supports_packed_cp(model: ModelSpec, attn: str | None = None) -> bool:
-    """AutoModel's `supports_cp_with_sequence_packing`: an AutoModel implementation on TE (default) or Magi."""
-    return model.family in PACKED_CP_FAMILIES and (attn is None or attn in _PACKED_CP_ATTN)
+def supports_packed_cp(model: ModelSpec, backend_attn: str | None = None, hf_attn: str | None = None) -> bool:
+    """AutoModel's `supports_cp_with_sequence_packing`: TE (or Magi, or THD-native tilelang) attention.
+
+    AutoModel's own implementations take it from `model.backend.attn` (default te); Hugging Face code
+    only has it when `model.attn_implementation: te` injects TE attention.
+    """
+    if model.family in PACKED_CP_FAMILIES:
+        return backend_attn is None or backend_attn in _PACKED_CP_ATTN
+    return hf_attn in _PACKED_CP_ATTN
 
 
 def check_cp_packing(layout: Layout, model: ModelSpec | None, training: TrainingSpec, out: list[Finding],
-                     attn: str | None = None) -> None:
-    """Packed sequences with cp > 1: the pack length and model support. `attn`: the recipe's backend.attn."""
+                     backend_attn: str | None = None, hf_attn: str | None = None) -> None:
+    """Packed sequences with cp > 1: the pack length and model support (attention settings from the recipe)."""
     cp, seq = layout.cp, training.seq_length
     if seq % (2 * cp):
         up = -(-seq // (2 * cp)) * 2 * cp
         out.append(r.PACK_DIVISIBLE_BY_2CP.finding(
             f"packed_sequence_size={seq} is not divisible by 2·cp = {2 * cp}",
             hint=f"use packed_sequence_size {up} (a multiple of {2 * cp})"))
-    if model is not None and not supports_packed_cp(model, attn):
-        why = f"attention backend {attn!r}" if attn not in (None, *_PACKED_CP_ATTN) else f"model {model.name}"
+    if model is not None and not supports_packed_cp(model, backend_attn, hf_attn):
+        custom = model.family in PACKED_CP_FAMILIES
+        why = f"attention backend {backend_attn!r}" if custom else f"{model.name} (Hugging Face attention)"
+        fix = "model.backend.attn: te" if custom else "model.attn_implementation: te"
         out.append(r.CP_PACKING_SUPPORT.finding(
-            f"context parallelism (cp_size={cp}) with packed sequences is not supported for {why}",
-            hint="set packed_sequence.packed_sequence_size: 0, or cp_size: 1, or (AutoModel-implemented models) "
-                 "model.backend.attn: te",
+            f"context parallelism (cp_size={cp}) with packed sequences is not supported with {why}",
+            hint=f"set {fix}, or packed_sequence.packed_sequence_size: 0, or cp_size: 1",
             automodel_message=f"Context parallelism (cp_size={cp}) with packed sequences is not supported for "
                               f"{model.name}."))
 
