@@ -310,9 +310,25 @@ def test_a_mapping_without_preset_is_judged_as_a_full_architecture(tmp_path: Pat
 
 # --- the CLI shows these as messages, exit 2, no traceback ---------------------------------------
 
-@pytest.mark.parametrize("text", ["", "model: [\n", MINIMAL.replace("seq_length: 4096", "seq_length: -4")])
+@pytest.mark.parametrize("text", [
+    "",                                                                        # empty
+    "model: [\n",                                                              # YAML syntax
+    "- model: x\n",                                                            # a list at the top
+    MINIMAL.replace("hardware:\n  gpu: h100-80gb", "hardware:\n  - h100-80gb"),  # a list where a mapping belongs
+    MINIMAL.replace("seq_length: 4096", "seq_length: long"),                  # wrong type
+    MINIMAL.replace("seq_length: 4096", "seq_length: -4"),                    # negative size
+    MINIMAL.replace("h100-80gb", "h100-80g"),                                 # unknown GPU preset
+    MINIMAL.replace("Qwen/Qwen3-30B-A3B", "Qwen/Qwen9"),                      # unknown model
+])
 def test_cli_reports_bad_intents_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     text: str) -> None:
     assert main(["compile", str(write(tmp_path, text))]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "intent.yaml" in err and "hint:" in err
+
+
+@pytest.mark.parametrize("command", ["compile", "explain"])
+def test_cli_reports_an_unreadable_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    assert main([command, str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not found" in err and "hint:" in err
