@@ -219,3 +219,17 @@ def test_base_values_are_compared_as_automodel_reads_them() -> None:
     assert recipe["distributed"]["strategy"] == "megatron_fsdp"
     with pytest.raises(InputError, match="activation_checkpointing: full"):
         emit_recipe(problem, layout, est, base="distributed:\n  activation_checkpointing: full\n")
+
+
+def test_fp8_settings_follow_the_gpu() -> None:
+    def fp8(model: str, gpu: str) -> str:
+        return compile_intent(intent(model=model, gpu=gpu, precision="fp8", task="pretrain")).yaml
+
+    dense = YAML(typ="safe").load(fp8("Qwen/Qwen3-8B", "h100-80gb"))
+    assert dense["fp8"]["enabled"] is True and "backend" not in dense["model"]
+    moe_text = fp8("Qwen/Qwen3-30B-A3B", "b200")
+    backend = YAML(typ="safe").load(moe_text)["model"]["backend"]
+    assert backend["te_fp8"] == {"recipe": "mxfp8"} and backend["linear"] == "te"
+    assert backend["experts"] == ("te" if backend["dispatcher"] in ("deepep", "hybridep") else "torch_mm")
+    ampere = fp8("Qwen/Qwen3-8B", "a100-80gb")
+    assert "no FP8 tensor cores" in ampere and "fp8:" not in ampere

@@ -36,6 +36,7 @@ DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
+FLEX_DISPATCHERS = ("deepep", "hybridep", "uccl_ep", "mok")  # experts te/gmm fall back to torch_mm otherwise
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
@@ -230,7 +231,7 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
     m = _Section()
     m.put("_target_", MODEL_TARGET)
     m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
-    fp8 = problem.training.precision == "fp8"
+    fp8 = runs_fp8(problem)
     if model.is_moe:
         b = _Section().put("_target_", BACKEND_TARGET)
         if layout.cp > 1 or fp8:
@@ -238,14 +239,22 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
                   if layout.cp > 1 else "TE attention for FP8")
         if fp8:
             b.put("linear", "te", "FP8 runs through Transformer Engine linears")
-        b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
         choice = choose_dispatcher(model, cluster, layout.ep)
+        if fp8 and layout.dispatcher in FLEX_DISPATCHERS:
+            b.put("experts", "te", "TE grouped experts run FP8 (with a DeepEP/HybridEP dispatcher)")
+        else:
+            b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
         b.put("dispatcher", layout.dispatcher, choice.reason)
         if fp8:
             recipe = "mxfp8" if cluster.gpu.compute_capability.startswith("10") else "current"
             b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
         m.put("backend", b, "AutoModel's MoE backend: kernels and token dispatcher")
     return m
+
+
+def runs_fp8(problem: Problem) -> bool:
+    """FP8 was asked for and the GPU has FP8 tensor cores (Ampere has none: the run stays bf16)."""
+    return problem.training.precision == "fp8" and problem.cluster.gpu.tflops_fp8 > 0
 
 
 def _fp8_dense() -> _Section:
@@ -287,7 +296,7 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     r.put("model", _model(problem, layout, model_id))
     if training.is_peft:
         r.put("peft", _peft(problem), "task: peft")
-    if training.precision == "fp8" and not model.is_moe:
+    if runs_fp8(problem) and not model.is_moe:
         r.put("fp8", _fp8_dense(), "precision: fp8")
     r.put("distributed", _distributed(problem, layout))
     timeout, why = timeout_minutes(problem, layout)
@@ -331,6 +340,8 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
         f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
         f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
+        *([f"precision fp8 was asked for, but {cluster.gpu.name} has no FP8 tensor cores: this recipe trains "
+           "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
         f"yaml-language-server: $schema={schema_ref}",
     ])
