@@ -55,6 +55,17 @@ def test_activation_checkpointing_means_less_activation_memory():
     assert on.step_time_s > off.step_time_s
 
 
+def test_megatron_fsdp_skips_activation_checkpointing_on_more_than_one_gpu():
+    p = problem()
+    with_ac = estimate_layout(p, layout(strategy="megatron_fsdp", activation_checkpointing=True))
+    without = estimate_layout(p, layout(strategy="megatron_fsdp", activation_checkpointing=False))
+    assert with_ac.memory == without.memory and with_ac.time == without.time
+    single = problem("meta-llama/Llama-3.1-8B", nodes=1)
+    one_gpu = [estimate_layout(single, layout(world=1, strategy="megatron_fsdp", global_batch_size=8,
+                                              activation_checkpointing=ac)) for ac in (True, False)]
+    assert one_gpu[0].memory["activations"] < one_gpu[1].memory["activations"]
+
+
 def test_larger_local_batch_means_more_activation_memory():
     p = problem()
     acts = [estimate_layout(p, layout(local_batch_size=b, micro_batch_size=b)).memory["activations"]

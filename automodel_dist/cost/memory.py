@@ -97,6 +97,12 @@ def rank_stages(layout: Layout, rank: int) -> tuple[int, ...]:
 _RANK_LAYERS: dict[tuple[int, int, int, int, bool], tuple[tuple[int, int, int, int, bool, bool], ...]] = {}
 
 
+def checkpoints_layers(layout: Layout) -> bool:
+    """Whether AutoModel really checkpoints: MegatronFSDP skips it on more than one GPU
+    ("Activation checkpointing is not yet supported with MegatronFSDP. Skipping.", automodel.md §3.3)."""
+    return layout.activation_checkpointing and not (layout.strategy == "megatron_fsdp" and layout.world_size > 1)
+
+
 def candidate_ranks(shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int, int, bool, bool], ...]:
     """The first and the last pp rank (the candidates for the most loaded one) and what each holds."""
     pp = max(layout.pp, 1)
@@ -139,7 +145,7 @@ def chunks_in_flight(layout: Layout, rank: int) -> float:
 class RecipeOptions:
     """Recipe settings the Layout does not carry, with AutoModel's defaults (memory and time use them).
 
-    `checkpointing`: None follows `layout.activation_checkpointing` (per-layer full recompute); "none",
+    `checkpointing`: None follows the layout (AutoModel's per-layer full recompute, when it applies); "none",
     "full" or "selective" (torchtitan's op-level policy) override it. `master_weights`: "bf16" (AutoModel
     loads bf16 weights) or "fp32" (fp32 master weights, fp32 gradients and Adam states). `logit_bytes`:
     bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross entropy; 4 for a bf16
@@ -169,7 +175,7 @@ def memory_breakdown(
     Rank-independent sizes are computed once; only the layers, embedding/head and micro batches in
     flight differ between the two candidate ranks.
     """
-    mode = options.checkpointing or ("full" if layout.activation_checkpointing else "none")
+    mode = options.checkpointing or ("full" if checkpoints_layers(layout) else "none")
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
     tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)

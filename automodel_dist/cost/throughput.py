@@ -20,6 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.cost.memory import checkpoints_layers
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
@@ -175,14 +176,15 @@ def time_breakdown(
         dense_linear / dense_rate + experts / expert_rate
     ) / linear_speed
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
-    recompute = compute * (1.0 / 3.0) / scale if layout.activation_checkpointing else 0.0
+    checkpointed = checkpoints_layers(layout)
+    recompute = compute * (1.0 / 3.0) / scale if checkpointed else 0.0
 
     # --- per-micro-batch collectives on the critical path ---
     ga = max(layout.grad_accumulation, 1)
     n_micro = max(layout.n_microbatches, 1) if pp > 1 else 1
     micro_batches = ga * n_micro
     layers_here = shape.num_layers / pp
-    forward_passes = 2 if layout.activation_checkpointing else 1  # forwards per micro batch
+    forward_passes = 2 if checkpointed else 1  # forwards per micro batch
 
     tp_comm = 0.0
     if tp > 1:
