@@ -43,6 +43,8 @@ def _exports(env: list[EnvVar]) -> list[str]:
     for i, var in enumerate(env):
         if var.why and (i == 0 or env[i - 1].why != var.why):
             lines.append(f"# {var.why[0].upper()}{var.why[1:]}")
+            if var.default_only:
+                lines.append("# (${NAME:-value}: a value exported when the job was submitted wins)")
         value = f'"${{{var.name}:-{var.value}}}"' if var.default_only else shlex.quote(var.value)
         lines.append(f"export {var.name}={value}")
     return lines
@@ -97,7 +99,7 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
     ]
     body = [
         "",
-        "# One torchrun per node: several tasks per node would each start a rendezvous (EADDRINUSE).",
+        "# The layout was planned for this node count.",
         f"if [ \"${{SLURM_NNODES:-0}}\" -ne {nodes} ]; then",
         f"    echo \"error: the recipe's layout is for {nodes} nodes x {gpus} GPUs, this job has "
         "${SLURM_NNODES:-no} nodes; recompile with hardware.nodes=${SLURM_NNODES:-N}\" >&2",
@@ -112,7 +114,6 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
         "export MASTER_ADDR",
         f"export MASTER_PORT=\"${{MASTER_PORT:-{MASTER_PORT}}}\"",
         "",
-        "# ${NAME:-value} keeps a value exported when the job was submitted.",
         *_exports(run_environment(problem, layout, recipe, "$CACHE_DIR")),
     ]
     if settings.env:
@@ -152,6 +153,7 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
     srun = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--export=ALL", "--chdir=\"$RUN_DIR\"",
             *container]
     body += [
+        "# One task per node, running one torchrun for all its GPUs (several torchrun per node: EADDRINUSE).",
         "# The single quotes keep $SLURM_NODEID and friends for each node's own shell to expand.",
         "# shellcheck disable=SC2016",
         " \\\n    ".join([*srun, f"bash -c '{torchrun}'"]) + " &",
