@@ -12,6 +12,7 @@ from nemo_automodel.components.launcher.skypilot.config import SkyPilotConfig
 from nemo_automodel.components.launcher.skypilot.launcher import SkyPilotLauncher, _parse_gpus_per_node
 
 from automodel_dist.catalog.hardware import get_gpu, list_gpus
+from automodel_dist.catalog.params import param_counts
 from automodel_dist.errors import InputError
 from automodel_dist.launch import write_launch_files
 from automodel_dist.launch.skypilot import SUPPORTED_CLOUDS, accelerator_name
@@ -95,3 +96,20 @@ def test_every_gpu_preset_has_a_skypilot_name() -> None:
     names = {gpu.name: accelerator_name(gpu) for gpu in list_gpus()}
     assert {k: v for k, v in names.items() if k in expected} == expected
     assert accelerator_name(get_gpu("a100-80gb")) == "A100-80GB"
+
+
+@pytest.mark.parametrize(("model", "task", "disk"), [
+    ("llama-3.1-8b", "sft", None),        # 16 GB of weights fit AutoModel's 100 GB default
+    ("qwen3-30b-a3b", "sft", 200),        # 61 GB: download + consolidated save + 50 = 172
+    ("qwen3-30b-a3b", "peft", 150),       # the adapter save is small: 61 + 50 = 111
+    ("deepseek-v3", "sft", 2750),         # 1342 GB: 2 x 1342 + 50 = 2734
+])
+def test_disk_size_holds_the_weights(tmp_path: Path, model: str, task: str, disk: int | None) -> None:
+    problem = make_problem(model, "h100-80gb", 4)
+    problem = dataclasses.replace(problem, training=dataclasses.replace(problem.training, task=task))
+    result = make_result(problem, launcher=CLOUD)
+    write_launch_files(result, tmp_path / "recipe.yaml", "skypilot")
+    config = SkyPilotConfig(**load_document(tmp_path / "recipe.yaml").plain()["skypilot"])
+    assert config.disk_size == (disk or 100)
+    weights_gb = param_counts(problem.model).total * 2 / 1e9
+    assert config.disk_size >= (1 if task == "peft" else 2) * weights_gb

@@ -7,12 +7,14 @@ process count from it; unknown keys are silently dropped, so only known keys are
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import InputError
 from automodel_dist.launch.environment import run_environment
@@ -22,6 +24,8 @@ from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 
 SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "kubernetes")
+AUTOMODEL_DISK_GB = 100  # SkyPilotConfig.disk_size default
+IMAGE_AND_CACHES_GB = 50  # the VM image, the Python environment and compile caches
 _GPU_FAMILY = re.compile(r"^([a-z]+\d+[a-z]*)")
 _MEMORY_GB = re.compile(r"(\d+)\s*gb")
 # SkyPilot spells these with the memory size; the smaller size is the bare name (A100 = 40 GB).
@@ -40,6 +44,19 @@ def accelerator_name(gpu: GpuSpec) -> str:
     if memory:
         return _SIZED_NAMES.get((name, int(memory.group(1))), name)
     return name
+
+
+def disk_size_gb(problem: Problem) -> tuple[int, str] | None:
+    """Disk for the bf16 weights download plus one consolidated save (PEFT saves only the adapter),
+    when AutoModel's 100 GB default is too small; None when it is enough."""
+    weights_gb = param_counts(problem.model).total * 2 / 1e9
+    copies = 1 if problem.training.is_peft else 2
+    need = copies * weights_gb + IMAGE_AND_CACHES_GB
+    if need <= AUTOMODEL_DISK_GB:
+        return None
+    size = math.ceil(need / 50) * 50
+    what = "the weights download" if copies == 1 else "the weights download and one consolidated save"
+    return size, f"{weights_gb:.0f} GB of bf16 weights: {what}, plus {IMAGE_AND_CACHES_GB} GB for the image"
 
 
 def skypilot_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
@@ -68,6 +85,10 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
     section["use_spot"] = settings.use_spot
     if not settings.use_spot:
         section.yaml_add_eol_comment("on-demand unless launcher.use_spot (AutoModel's own default is spot)", "use_spot")
+    disk = disk_size_gb(problem)
+    if disk:
+        section["disk_size"] = disk[0]
+        section.yaml_add_eol_comment(disk[1], "disk_size")
     if settings.region:
         section["region"] = settings.region
     section["job_name"] = settings.job_name
