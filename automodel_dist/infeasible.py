@@ -27,6 +27,7 @@ from automodel_dist.problem import Pins, Problem
 CLOSEST_SHOWN = 5
 MAX_NODES = 1024
 SEQ_STEP = 1024
+GLOBAL_BATCH_TRIES = 4
 
 Attempt = Callable[[Problem], Candidate | None]
 
@@ -142,6 +143,19 @@ def _larger_gpu(problem: Problem, attempt: Attempt) -> str | None:
     return None
 
 
+def _other_global_batch(problem: Problem, attempt: Attempt) -> str | None:
+    """The nearest global batch some data-parallel size divides (when the batch split is what breaks)."""
+    gbs, world = problem.training.global_batch_size, problem.cluster.world_size
+    sizes = [d for d in range(2, world + 1) if world % d == 0]
+    nearby = sorted({-(-gbs // d) * d for d in sizes} | {gbs // d * d for d in sizes if gbs // d}
+                    - {gbs}, key=lambda b: (abs(b - gbs), b))
+    for batch in nearby[:GLOBAL_BATCH_TRIES]:
+        found = attempt(replace(problem, training=replace(problem.training, global_batch_size=batch)))
+        if found:
+            return f"global_batch_size {batch} instead of {gbs} (the batch split must divide it); {_example(found)}"
+    return None
+
+
 def _fewer_pins(problem: Problem, attempt: Attempt) -> str | None:
     if problem.pins == Pins():
         return None
@@ -152,7 +166,7 @@ def _fewer_pins(problem: Problem, attempt: Attempt) -> str | None:
 
 
 SUGGESTERS = (_more_gpus, _activation_checkpointing, _smaller_local_batch, _shorter_sequence, _larger_gpu,
-              _fewer_pins)
+              _other_global_batch, _fewer_pins)
 
 
 def suggestions(problem: Problem, check: Checker, estimate: Estimator) -> list[str]:
@@ -172,7 +186,8 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator) -> 
     near = closest(result)
     hints = suggestions(problem, check, estimate)
     dropped = sum(result.pruned.values())
-    lines = [f"no layout fits: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "
+    what = "no layout fits" if result.candidates else "no layout is legal (every one breaks a rule)"
+    lines = [f"{what}: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "
              f"{cluster.gpu.name} ({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB HBM, "
              f"{problem.memory_headroom:.0%} kept free); {result.considered} layouts considered, "
              f"{len(result.candidates)} estimated, none fits"]
@@ -190,5 +205,6 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator) -> 
         lines += [f"  - {h}" for h in hints]
     else:
         lines.append("nothing tried makes it fit: more GPUs (up to 1024 nodes), activation checkpointing, a "
-                     "smaller local batch, a shorter sequence and every larger GPU preset were searched")
+                     "smaller local batch, a shorter sequence, every larger GPU preset, nearby global batches "
+                     "and dropping the pins were searched")
     return InfeasibleError("\n".join(lines), closest=near, suggestions=hints)
