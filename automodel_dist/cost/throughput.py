@@ -27,8 +27,12 @@ from automodel_dist.problem import TrainingSpec
 
 # Achievable share of the bf16 dense peak for large dense GEMM + attention work on Hopper with TE
 # kernels, and for grouped routed-expert GEMMs (fit: reference/calibration.md AutoModel rows).
-DENSE_EFFICIENCY = 0.60
-EXPERT_EFFICIENCY = 0.30
+DENSE_EFFICIENCY = 0.65
+# Fused (flash/TE) attention reaches less of the peak than GEMMs, its backward especially (FlashAttention-3
+# paper, H100 BF16: forward ~60-75% of peak, backward ~45-55%; a third forward, two thirds backward).
+# A prior, not a fit: the fitted rows (4K-8K tokens) leave it undetermined; it matters at long context.
+ATTENTION_EFFICIENCY = 0.5
+EXPERT_EFFICIENCY = 0.35
 # LoRA runs many thin adapter GEMMs beside the frozen base; they cost time but no counted FLOPs.
 PEFT_EFFICIENCY = 0.75
 # Efficiency falls for small micro batches: factor tokens / (tokens + SMALL_BATCH_TOKENS).
@@ -171,7 +175,7 @@ def time_breakdown(
     linear_speed = 1.0
     if training.precision == "fp8" and gpu.tflops_fp8 > 0:  # no FP8 tensor cores: runs as bf16
         linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
-    attention_time = tokens_per_gpu * attention / dense_rate
+    attention_time = tokens_per_gpu * attention / (dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY)
     compute = attention_time + tokens_per_gpu * (
         dense_linear / dense_rate + experts / expert_rate
     ) / linear_speed
@@ -211,9 +215,16 @@ def time_breakdown(
         hops = 2 * max(layout.vpp, 1) * micro_batches  # activations forward, gradients backward
         pp_comm = hops * volume / _bandwidth(gpu, 1, 2 * world // pp, nvlink_domain)
 
-    # --- FSDP / HSDP, overlapped with compute ---
+    # --- FSDP / HSDP / DDP, overlapped with compute ---
     fsdp_comm = 0.0
-    if layout.strategy != "ddp":
+    if layout.strategy == "ddp" and world > 1 and not training.is_peft:
+        # one all-reduce of the bf16 gradients per step (no_sync over the accumulation micro batches)
+        weights = (shape.dense_layers * shape.dense_layer_params + shape.moe_layers * (
+            shape.moe_layer_params + shape.num_experts * shape.expert_params)
+            + shape.embedding_params + shape.lm_head_params)
+        seconds = weights * 2 * 2 * (world - 1) / world / _bandwidth(gpu, world, world, nvlink_domain)
+        fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
+    elif layout.strategy != "ddp":
         fsdp = max(layout.dp_shard, 1) * cp
         head = shape.lm_head_params or shape.embedding_params
         dense_w = (
