@@ -244,3 +244,13 @@ def test_memory_grows_with_the_micro_batch_and_checkpointing_saves_it(model: str
         with_ac = estimate_layout(problem, lay.with_(activation_checkpointing=True)).memory_gib
         without = estimate_layout(problem, lay.with_(activation_checkpointing=False)).memory_gib
         assert with_ac <= without, lay.short()
+
+
+def test_no_legal_layout_says_so_and_offers_a_global_batch_that_divides() -> None:
+    problem = problem_of(intent(model="meta-llama/Llama-3.2-1B", nodes=3, seq_length=2048, global_batch_size=16))
+    with pytest.raises(InfeasibleError) as err:
+        plan(problem)
+    text = str(err.value)
+    assert "no layout is legal" in text and "am-r39-gbs-divisible" in text and not err.value.closest
+    batch = int(re.search(r"global_batch_size (\d+) instead of 16", text).group(1))
+    assert plan(replace(problem, training=replace(problem.training, global_batch_size=batch))).best
