@@ -203,6 +203,16 @@ def test_expert_parallel_across_nodes_with_the_torch_dispatcher_is_communication
     assert flex.time["ep_comm"] < across.time["ep_comm"] / 4
 
 
+def test_ddp_pays_a_gradient_all_reduce_and_replicates_model_states():
+    p = problem("meta-llama/Llama-3.1-8B")
+    ddp = estimate_layout(p, layout(strategy="ddp"))
+    fsdp = estimate_layout(p, layout())
+    assert ddp.time["fsdp_comm"] > 0
+    for part in ("parameters", "optimizer"):  # replicated on every rank instead of split over 64
+        assert ddp.memory[part] == pytest.approx(64 * fsdp.memory[part], rel=1e-9)
+    assert ddp.memory["fsdp_gather"] == 0
+
+
 def test_tensor_parallel_across_nodes_pays_the_network():
     p = problem(nodes=2)
     inside = estimate_layout(p, layout(world=16, tp=8, global_batch_size=512))

@@ -67,6 +67,7 @@ NOT_MODELED = (
     "torch.compile fusions (they save 5-7% in torchtitan's runs)",
     "pipeline-parallel send/receive buffers and uneven stage layouts",
     "MTP heads and vision towers",
+    "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
     "selective checkpointing granularities other than torchtitan's op-level policy",
 )
 
