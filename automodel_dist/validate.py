@@ -47,15 +47,21 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
+    cluster = _cluster(gpu_spec, world_size, gpus_per_node)
     layout: Layout | None = None
     if any(f.rule in BLOCKING_RULES for f in findings):
         findings.append(r.SKIPPED.finding("layout rules skipped: the distributed section cannot be read until "
                                           "the errors above are fixed", path="distributed"))
     else:
-        findings += _judge_layouts(doc, config, world_size, spec, gpu_spec, gpus_per_node)
-    domain = min(max(gpu_spec.nvlink_domain, gpus_per_node), world_size) if gpu_spec else gpus_per_node
-    findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec, layout=layout,
-                             nvlink_domain=domain)
+        layout, layout_findings = _judge_layouts(doc, config, world_size, spec, cluster, gpu_spec)
+        findings += layout_findings
+    # The dispatcher-locality launch rule can fail a recipe, so it runs only when --gpu says how large the
+    # NVLink domain really is (a GB200 rack is 72 GPUs; the nominal domain without --gpu is one node).
+    if layout is not None and layout.ep > 1 and gpu_spec is None:
+        findings.append(r.SKIPPED.finding("the MoE dispatcher was not checked against the NVLink domain (no GPU)",
+                                          path="model.backend.dispatcher", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
+    findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec,
+                             layout=layout if gpu_spec else None, nvlink_domain=cluster.nvlink_domain)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
 
@@ -99,17 +105,25 @@ def _gpu(name: str | None) -> GpuSpec | None:
     return get_gpu(name, where="--gpu")
 
 
+def _cluster(gpu: GpuSpec | None, world_size: int, gpus_per_node: int) -> ClusterSpec:
+    """The cluster the recipe runs on; without --gpu, a nominal GPU whose NVLink domain is one node."""
+    node_gpu = gpu or GpuSpec(name="unspecified", hbm_gib=0.0, gpus_per_node=gpus_per_node,
+                              nvlink_domain=gpus_per_node, tflops_bf16=0.0, tflops_fp8=0.0, nvlink_gbps=0.0,
+                              internode_gbps=0.0, compute_capability="")
+    return ClusterSpec(gpu=node_gpu, nodes=-(-world_size // gpus_per_node), gpus_per_node=gpus_per_node)
+
+
 def _judge_layouts(doc: Document, config: Mapping[str, Any], world_size: int, spec: ModelSpec | None,
-                   gpu: GpuSpec | None, gpus_per_node: int) -> list[Finding]:
-    """Layout rules on the recipe's layout; with distillation on separate meshes, on both meshes (each on
-    its own ranks; whether they add up to the world is rule am-r42-kd-meshes)."""
+                   cluster: ClusterSpec, gpu: GpuSpec | None) -> tuple[Layout, list[Finding]]:
+    """The recipe's layout and the layout rules' findings on it; with distillation on separate meshes, on
+    both meshes (each on its own ranks; whether they add up to the world is rule am-r42-kd-meshes)."""
     kd = kd_mesh_sizes(config)
     try:
         layout = layout_from_config(config, world_size=kd[0] if kd else world_size, model=spec)
         training = training_from_config(config, global_batch_size=layout.global_batch_size)
     except RecipeValueError as exc:
         raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
-    findings = _layout_findings(config, layout, training, spec, gpu, gpus_per_node)
+    findings = _layout_findings(config, layout, training, spec, cluster, gpu)
     if kd:
         try:
             teacher = layout_from_config({"distributed": config["teacher_distributed"]}, world_size=kd[1])
@@ -118,18 +132,12 @@ def _judge_layouts(doc: Document, config: Mapping[str, Any], world_size: int, sp
             raise InputError(exc.message, where=doc.where(path), hint=exc.hint) from None
         findings += [replace(f, path=f"teacher_{f.path}") for f in check_layout(teacher)
                      if f.path.startswith("distributed")]
-    return findings
+    return layout, findings
 
 
 def _layout_findings(config: Mapping[str, Any], layout: Layout, training: TrainingSpec, spec: ModelSpec | None,
-                     gpu: GpuSpec | None, gpus_per_node: int) -> list[Finding]:
-    nodes = -(-layout.world_size // gpus_per_node)
-    node_gpu = gpu or GpuSpec(name="unspecified", hbm_gib=0.0, gpus_per_node=gpus_per_node,
-                              nvlink_domain=gpus_per_node, tflops_bf16=0.0, tflops_fp8=0.0, nvlink_gbps=0.0,
-                              internode_gbps=0.0, compute_capability="")
-    cluster = ClusterSpec(gpu=node_gpu, nodes=nodes, gpus_per_node=gpus_per_node)
+                     cluster: ClusterSpec, gpu: GpuSpec | None) -> list[Finding]:
     findings = check_layout(layout, model=spec, cluster=cluster)
-    training = training_from_config(config, global_batch_size=layout.global_batch_size)
     if training.packed_sequences and layout.cp > 1:
         model_section = _mapping(config.get("model"))
         backend_attn = _mapping(model_section.get("backend")).get("attn")

@@ -196,8 +196,12 @@ def test_non_positive_world_is_an_input_error(tmp_path: Path) -> None:
 def test_render_text_block_format(tmp_path: Path) -> None:
     report = validate_recipe(write(tmp_path, BAD), world_size=8)
     text = render_report(report, "text")
-    first = text.splitlines()[0]
-    assert first.startswith(f"{tmp_path / 'recipe.yaml'}:8:3: error [am-r13-ep-divides-non-pp] distributed.ep_size: ")
+    [line] = [x for x in text.splitlines() if "[am-r13-ep-divides-non-pp]" in x]
+    assert line.startswith(f"{tmp_path / 'recipe.yaml'}:8:3: error [am-r13-ep-divides-non-pp] distributed.ep_size: ")
+    lines = text.splitlines()
+    at = lines.index(line)
+    assert lines[at + 1] == "  AutoModel says: non_pp_size=8 must be a multiple of ep_size=3"
+    assert lines[at + 2].startswith("  fix: valid ep_size values here: ")
     assert render_report(report, "text") == text  # deterministic
 
 

@@ -314,7 +314,7 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) ->
         out.append(r.TP_CROSSES_NODE.finding(
             f"tensor-parallel groups of {tp} consecutive ranks cross the {node}-GPU node boundary",
             hint=f"keep tp_size a divisor of {node}: {listing(divisors(node))}"))
-    domain = min(max(cluster.gpu.nvlink_domain, node), world)
+    domain = cluster.nvlink_domain
     if ep > 1 and layout.strategy == "fsdp2" and not ep_group_in_domain(ep, domain, world):
         out.append(r.EP_LEAVES_NVLINK.finding(
             f"expert-parallel groups of {ep} consecutive ranks leave the {domain}-GPU NVLink domain; the "
