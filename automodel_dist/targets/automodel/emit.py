@@ -18,6 +18,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.throughput import FLEX_DISPATCHERS
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import Layout
@@ -36,7 +37,6 @@ DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
-FLEX_DISPATCHERS = ("deepep", "hybridep", "uccl_ep", "mok")  # experts te/gmm fall back to torch_mm otherwise
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
