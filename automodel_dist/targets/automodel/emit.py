@@ -17,6 +17,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.throughput import FLEX_DISPATCHERS
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
@@ -90,7 +91,7 @@ class _Section:
         for key, why in self.why.items():
             nested = isinstance(self.data[key], (Mapping, list))
             own = indent + len(key) + (1 if nested else 2 + len(_rendered(self.data[key])))
-            self.data.yaml_add_eol_comment(why, key, column=max(own + 2, column if not nested else own + 2))
+            self.data.yaml_add_eol_comment(why, key, column=own + 2 if nested else max(own + 2, column))
         for child in self.children.values():
             child.finish(depth + 1)
         return self.data
@@ -183,7 +184,7 @@ def _cp_reason(layout: Layout, seq: int) -> str:
     return f"the {seq}-token sequence split over {layout.cp} GPUs ({seq // layout.cp} tokens each)"
 
 
-def _ep_reason(layout: Layout, experts: int, cluster: Any) -> str:
+def _ep_reason(layout: Layout, experts: int, cluster: ClusterSpec) -> str:
     if layout.ep == 1:
         return "no expert parallelism: experts are FSDP-sharded like the rest"
     where = ("inside" if ep_group_in_domain(layout.ep, cluster.nvlink_domain, cluster.world_size)
