@@ -146,6 +146,18 @@ def test_loosely_checked_values_are_warnings(recipe: dict[str, Any], dotted: str
     assert [(i.severity, i.dotted) for i in issues] == [(WARNING, dotted)]
 
 
+def test_packing_fields_are_closed_only_when_llm_packing_is_on() -> None:
+    on = {"packed_sequence": {"packed_sequence_size": 1024, "pack_size": 1024}}
+    assert [(i.severity, i.dotted) for i in recipe_issues(on)] == [(ERROR, "packed_sequence.pack_size")]
+    vlm = {"packed_sequence": {"pack_size": 1024, "max_length": 1024, "packing_ratio": 0.9}}
+    assert recipe_issues(vlm) == []
+
+
+def test_a_kd_teacher_distributed_section_is_checked_like_distributed() -> None:
+    found = errors({"teacher_distributed": {"strategy": "ddp", "tp_plan": "x"}})
+    assert [i.dotted for i in found] == ["teacher_distributed.tp_plan"]
+
+
 def test_pipeline_keys_are_errors_once_pipelining_is_on() -> None:
     recipe = {**BASE, "distributed": {"pp_size": 2, "pipeline": {"microbatch": 1}}}
     assert [(i.severity, i.dotted) for i in recipe_issues(recipe)] == [(ERROR, "distributed.pipeline.microbatch")]
@@ -209,6 +221,20 @@ def test_section_key_sets_match_automodels_dataclasses() -> None:
     scheduler = automodel_fields("nemo_automodel.components.training.step_scheduler", "StepSchedulerConfig")
     runtime = {"local_batch_size", "dp_size", "dataloader", "_target_"}  # read or stripped by the recipe
     assert set(defs["step_scheduler"]["properties"]) == scheduler | runtime
+
+
+def test_packing_fields_match_automodels_packing_configs() -> None:
+    """make_packing_config accepts the union of the THD and NEAT fields plus the legacy ones."""
+    import nemo_automodel
+
+    source = Path(nemo_automodel.__file__).parent / "components" / "datasets" / "loader.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    packing = {"PackingConfig", "ThdPackingConfig", "NeatPackingConfig"}
+    fields = {stmt.target.id for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name in packing
+              for stmt in cls.body if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt)}
+    legacy = {"split_across_pack"}
+    closed = load_schema(RECIPE_SCHEMA)["$defs"]["packed_sequence"]["then"]["propertyNames"]["enum"]
+    assert set(closed) == fields | legacy | {"packing_strategy"}
 
 
 def test_backend_fields_match_automodels_backend_config() -> None:
