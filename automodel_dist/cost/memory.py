@@ -98,12 +98,6 @@ def rank_stages(layout: Layout, rank: int) -> tuple[int, ...]:
 _RANK_LAYERS: dict[tuple[int, int, int, int, bool], tuple[tuple[int, int, int, int, bool, bool], ...]] = {}
 
 
-def checkpoints_layers(layout: Layout) -> bool:
-    """Whether AutoModel really checkpoints: MegatronFSDP skips it on more than one GPU
-    ("Activation checkpointing is not yet supported with MegatronFSDP. Skipping.", automodel.md §3.3)."""
-    return layout.activation_checkpointing and not (layout.strategy == "megatron_fsdp" and layout.world_size > 1)
-
-
 def candidate_ranks(shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int, int, bool, bool], ...]:
     """The first and the last pp rank (the candidates for the most loaded one) and what each holds."""
     pp = max(layout.pp, 1)
@@ -163,6 +157,16 @@ class RecipeOptions:
 AUTOMODEL_DEFAULTS = RecipeOptions()
 
 
+def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAULTS) -> str:
+    """The checkpointing in effect ("none", "full" or "selective"): the options' override, else the
+    layout's switch as AutoModel applies it; MegatronFSDP skips it on more than one GPU ("Activation checkpointing is not yet supported
+    with MegatronFSDP. Skipping.", automodel.md §3.3)."""
+    if options.checkpointing:
+        return options.checkpointing
+    skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
+    return "full" if layout.activation_checkpointing and not skipped else "none"
+
+
 def memory_breakdown(
     shape: ModelShape,
     layout: Layout,
@@ -176,7 +180,7 @@ def memory_breakdown(
     Rank-independent sizes are computed once; only the layers, embedding/head and micro batches in
     flight differ between the two candidate ranks.
     """
-    mode = options.checkpointing or ("full" if checkpoints_layers(layout) else "none")
+    mode = checkpointing_mode(layout, options)
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
     tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)

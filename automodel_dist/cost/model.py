@@ -32,8 +32,7 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     shape = model_shape(problem.model, training)
     domain = cluster.nvlink_domain
     mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
-    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain,
-                                     defer_grad_sync=options.defer_grad_sync)
+    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options)
     peak = sum(mem.values())
     step = sum(time.values())
     fits = peak <= gpu.hbm_gib * (1.0 - problem.memory_headroom)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import GpuSpec
-from automodel_dist.cost.memory import checkpoints_layers
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions, checkpointing_mode
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
@@ -58,6 +58,9 @@ TORCH_DISPATCH_EFFICIENCY = 0.25
 # Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
 # last reduce-scatter of each step).
 FSDP_EXPOSED = 0.05
+# Share of the forward that selective (op-level) checkpointing replays: every other matmul and the
+# cheap elementwise ops (a prior; only torchtitan's rows use it).
+SELECTIVE_RECOMPUTE = 0.5
 # Zero-bubble schedules split the weight-gradient pass to fill most of the bubble.
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
@@ -142,12 +145,12 @@ def time_breakdown(
     gpu: GpuSpec,
     *,
     nvlink_domain: int = 8,
-    defer_grad_sync: bool = True,
+    options: RecipeOptions = AUTOMODEL_DEFAULTS,
 ) -> dict[str, float]:
     """Seconds per optimizer step on one GPU, by part; the parts sum to the step time.
 
-    `defer_grad_sync` is AutoModel's `defer_fsdp_grad_sync` (default true): one reduce-scatter per step
-    instead of one per micro batch, and weights kept gathered across micro batches.
+    With `options.defer_grad_sync` (AutoModel's `defer_fsdp_grad_sync`, default true) FSDP reduce-scatters
+    once per step instead of once per micro batch; `options.checkpointing` may ask for selective recompute.
     """
     world = max(layout.world_size, 1)
     tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
@@ -180,8 +183,10 @@ def time_breakdown(
         dense_linear / dense_rate + experts / expert_rate
     ) / linear_speed
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
-    checkpointed = checkpoints_layers(layout)
-    recompute = compute * (1.0 / 3.0) / scale if checkpointed else 0.0
+    mode = checkpointing_mode(layout, options)
+    checkpointed = mode == "full"
+    replayed = 1.0 if checkpointed else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
+    recompute = compute * (1.0 / 3.0) / scale * replayed
 
     # --- per-micro-batch collectives on the critical path ---
     ga = max(layout.grad_accumulation, 1)
@@ -233,7 +238,7 @@ def time_breakdown(
         expert_w = shape.moe_layers / pp * shape.num_experts / (ep if ep > 1 else tp) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
-        deferred = defer_grad_sync or pp > 1
+        deferred = options.defer_grad_sync or pp > 1
         # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
         # reshard after forward and after backward and gather twice per micro batch
         gathers = ga if deferred else 2 * ga
