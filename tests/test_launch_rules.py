@@ -182,3 +182,21 @@ def test_signal_names_resolve_like_automodel(value: object) -> None:
 
 def test_a_list_handles_usr1_when_any_entry_does() -> None:
     assert handles_sigusr1(["SIGTERM", "usr1"]) and not handles_sigusr1(["SIGTERM"]) and not handles_sigusr1(None)
+
+
+# --- a launcher section in a recipe that torchrun runs ----------------------------------------------
+
+@pytest.mark.parametrize("section", ["skypilot", "nemo_run"])
+def test_launcher_section_under_torchrun_is_an_error(section: str) -> None:
+    recipe = {**GOOD_RECIPE, section: {"cloud": "aws"} if section == "skypilot" else {"executor": "local"}}
+    finding = _check(recipe, sbatch=TORCHRUN_SBATCH.format(tasks=1))["launch-launcher-section"]
+    assert finding.severity == "error" and finding.path == section
+
+
+@pytest.mark.parametrize(("recipe", "sbatch"), [
+    ({**GOOD_RECIPE, "skypilot": {"cloud": "aws"}}, None),              # SkyPilot launches it: fine
+    ({**GOOD_RECIPE, "skypilot": None}, TORCHRUN_SBATCH.format(tasks=1)),  # an empty section is not popped
+    (GOOD_RECIPE, TORCHRUN_SBATCH.format(tasks=1)),
+])
+def test_no_launcher_section_or_no_torchrun_script_is_fine(recipe: dict, sbatch: str | None) -> None:
+    assert "launch-launcher-section" not in _check(recipe, sbatch=sbatch)

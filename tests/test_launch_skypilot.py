@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from launch_support import make_problem, make_result
+from launch_support import BASE_RECIPE, make_problem, make_result
 from nemo_automodel.components.launcher.skypilot.config import SUPPORTED_CLOUDS as AUTOMODEL_CLOUDS
 from nemo_automodel.components.launcher.skypilot.config import SkyPilotConfig
 from nemo_automodel.components.launcher.skypilot.launcher import SkyPilotLauncher, _parse_gpus_per_node
@@ -113,3 +113,14 @@ def test_disk_size_holds_the_weights(tmp_path: Path, model: str, task: str, disk
     assert config.disk_size == (disk or 100)
     weights_gb = param_counts(problem.model).total * 2 / 1e9
     assert config.disk_size >= (1 if task == "peft" else 2) * weights_gb
+
+
+def test_a_base_recipes_skypilot_keys_are_kept(tmp_path: Path) -> None:
+    base = BASE_RECIPE + "skypilot:\n  cloud: gcp\n  zone: us-central1-a  # mine\n  env_vars:\n    MY_FLAG: '1'\n"
+    result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=CLOUD, recipe=base)
+    write_launch_files(result, tmp_path / "recipe.yaml", "skypilot")
+    text = (tmp_path / "recipe.yaml").read_text()
+    section = load_document(text).plain()["skypilot"]
+    assert section["cloud"] == "aws" and section["zone"] == "us-central1-a" and "# mine" in text
+    assert section["env_vars"]["MY_FLAG"] == "1" and section["env_vars"]["NCCL_DEBUG"] == "WARN"
+    assert SkyPilotConfig(**section).num_nodes == 2

@@ -233,6 +233,13 @@ def test_a_launch_that_breaks_its_own_rules_is_not_written(tmp_path: Path) -> No
     assert not (tmp_path / "launch.sbatch").exists()
 
 
+def test_a_base_recipe_with_a_skypilot_section_is_not_launched_by_slurm(tmp_path: Path) -> None:
+    result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED,
+                         recipe=BASE_RECIPE + "skypilot:\n  cloud: aws\n")
+    with pytest.raises(ValidationFailed, match="skypilot"):
+        write_launch_files(result, tmp_path / "recipe.yaml", "slurm")
+
+
 def test_cli_refuses_launcher_with_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["compile", str(tmp_path / "intent.yaml"), "-o", str(tmp_path / "r.yaml"),
                  "--launcher", "slurm", "--format", "json"])

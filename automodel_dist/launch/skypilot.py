@@ -66,7 +66,10 @@ def skypilot_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSet
 
 def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSettings,
                      recipe: Mapping[str, Any]) -> CommentedMap:
-    """The `skypilot:` mapping for this plan, with a comment on each derived value."""
+    """The `skypilot:` mapping for this plan, with a comment on each derived value.
+
+    A section the recipe already has (from a base recipe) keeps its other keys (setup, zone, ...).
+    """
     if not settings.cloud:
         raise InputError("--launcher skypilot needs a cloud", where="launcher.cloud",
                          hint=f"add `launcher: {{cloud: aws}}` to the intent (one of {', '.join(SUPPORTED_CLOUDS)})")
@@ -75,7 +78,8 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
         raise InputError(f"AutoModel's SkyPilot launcher does not support cloud {settings.cloud!r}",
                          where="launcher.cloud", hint=f"use one of {', '.join(SUPPORTED_CLOUDS)}")
     cluster = problem.cluster
-    section = CommentedMap()
+    existing = recipe.get("skypilot")
+    section = existing if isinstance(existing, CommentedMap) else CommentedMap()  # keep setup, zone, ...
     section["cloud"] = cloud
     section["accelerators"] = f"{accelerator_name(cluster.gpu)}:{cluster.gpus_per_node}"
     section.yaml_add_eol_comment(f"{cluster.gpu.name}, {cluster.gpus_per_node} per node (one worker per GPU)",
@@ -96,7 +100,7 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
     hf_home = next((var for var in env if var.name == "HF_HOME"), None)
     if hf_home:
         section["hf_home"] = hf_home.value
-    env_vars = CommentedMap()
+    env_vars = section.get("env_vars") if isinstance(section.get("env_vars"), CommentedMap) else CommentedMap()
     for var in env:
         if var.name != "HF_HOME":
             env_vars[var.name] = var.value

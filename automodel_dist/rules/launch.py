@@ -100,9 +100,14 @@ def sbatch_env(sbatch_text: str) -> dict[str, str]:
     return env
 
 
+def _code(sbatch_text: str) -> str:
+    """The script without its comments (and without #SBATCH directives)."""
+    return "\n".join(line.split("#", 1)[0] for line in sbatch_text.splitlines())
+
+
 def _launches_torchrun(sbatch_text: str) -> bool:
-    code = [line.split("#", 1)[0] for line in sbatch_text.splitlines()]
-    return any("torchrun" in line or "torch.distributed.run" in line for line in code)
+    code = _code(sbatch_text)
+    return "torchrun" in code or "torch.distributed.run" in code
 
 
 def _tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
@@ -148,6 +153,14 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
             f"{tasks[0]}x too large",
             hint="use --ntasks-per-node=1 (one torchrun per node, --nproc_per_node=<GPUs per node>)",
             line=tasks[1], col=1))
+    if "nemo_automodel.cli.app" in _code(sbatch_text):
+        for section in ("skypilot", "nemo_run"):
+            if recipe.get(section):
+                findings.append(Finding(
+                    "launch-launcher-section", ERROR, section,
+                    f"the recipe has a {section}: section, so nemo_automodel.cli.app in every worker the script "
+                    f"starts submits a {section} job instead of training (AutoModel checks it before torchrun)",
+                    hint=f"remove the {section}: section from the recipe this script launches"))
     usr1_line = _sends_usr1(sbatch_text)
     if usr1_line and not handles_sigusr1(_get(recipe, "step_scheduler.preemption_signal") or "SIGTERM"):
         findings.append(Finding(
