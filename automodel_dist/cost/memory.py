@@ -158,9 +158,12 @@ AUTOMODEL_DEFAULTS = RecipeOptions()
 
 
 def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAULTS) -> str:
-    """The checkpointing in effect ("none", "full" or "selective"): the options' override, else the
-    layout's switch as AutoModel applies it; MegatronFSDP skips it on more than one GPU ("Activation checkpointing is not yet supported
-    with MegatronFSDP. Skipping.", automodel.md §3.3)."""
+    """The checkpointing in effect ("none", "full" or "selective").
+
+    The options' override, else the layout's switch as AutoModel applies it: MegatronFSDP skips it on more
+    than one GPU ("Activation checkpointing is not yet supported with MegatronFSDP. Skipping.",
+    automodel.md §3.3).
+    """
     if options.checkpointing:
         return options.checkpointing
     skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
