@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.cli import main
@@ -332,3 +334,24 @@ def test_cli_reports_an_unreadable_intent(tmp_path: Path, capsys: pytest.Capture
     assert main([command, str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "not found" in err and "hint:" in err
+
+
+# --- properties: a pin written in the file and the same pin given as an override load alike ---------
+
+PIN_VALUES = st.one_of(st.just("auto"), st.integers(1, 64),
+                       st.lists(st.integers(1, 64), min_size=1, max_size=4, unique=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(pins=st.fixed_dictionaries({}, optional={name: PIN_VALUES for name in ("tp", "pp", "cp", "ep", "vpp")}))
+def test_pins_from_file_and_from_overrides_agree(pins: dict[str, object]) -> None:
+    if pins.get("pp") == 1 or (isinstance(pins.get("pp"), list) and pins["pp"] == [1]):
+        pins.pop("vpp", None)  # vpp > 1 with pp pinned to 1 is a contradiction by design
+    base = {"model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "h100-80gb"},
+            "training": {"seq_length": 4096, "global_batch_size": 512}}
+    from_file = load_intent({**base, "parallelism": pins})
+    from_overrides = load_intent(base, [f"parallelism.{k}={v}" for k, v in pins.items()])
+    assert from_file.pins == from_overrides.pins
+    for name, value in pins.items():
+        expected = None if value == "auto" else tuple(sorted(value if isinstance(value, list) else [value]))
+        assert getattr(from_file.pins, name) == expected
