@@ -29,6 +29,7 @@ TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
 MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
 MB_PERF = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (archive, DGX-H100)"
+MB_PERF_GB300 = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (26.08, GB300)"
 
 # torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
 TITAN_HBM_GIB = 95.0
@@ -93,10 +94,10 @@ def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, 
 def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *,
               model: str = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none", precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
-              notes: str) -> CalibrationRow:
+              gpu: str = "h100", notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch; all held out."""
     return CalibrationRow(
-        name=name, source=source, model=model, gpu="h100", world_size=world, layout=layout, seq_length=seq,
+        name=name, source=source, model=model, gpu=gpu, world_size=world, layout=layout, seq_length=seq,
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, memory_gib=memory_gib,
         memory_metric="allocated", role="held-out", memory_role="held-out", notes=notes,
@@ -204,4 +205,28 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Llama-3-8B 8xH100 FSDP8 fp8", MB_PERF, 8, {"local_batch_size": 1}, 8192, 128,
               model="meta-llama/Meta-Llama-3-8B", precision="fp8", tps=14451, tflops=744,
               notes="25.11, FP8 current scaling, Megatron FSDP, MBS 1, GA 16 (recompute not stated: none)"),
+    *(
+        _megatron(f"MB Llama-3-70B 64xH100 TP4 PP8 VP5 GBS{gbs} fp8", MB_PERF, 64,
+                  {"tp": 4, "pp": 8, "vpp": 5, "pp_schedule": "interleaved1f1b", "sequence_parallel": True,
+                   "local_batch_size": gbs // 2, "micro_batch_size": 1, "activation_checkpointing": True},
+                  8192, gbs,
+                  model="meta-llama/Meta-Llama-3-70B", precision="fp8", checkpointing="full", tps=tps,
+                  tflops=tflops, notes=f"{release}, FP8, MBS 1, seq 8192 (the recipe's); recompute not stated, "
+                                       "and without any the model puts rank 0 at 94 GiB: modelled as full")
+        for release, gbs, tps, tflops in (("25.11", 128, 1602, 719), ("26.04.01", 256, 1664, 731))
+    ),
+    _megatron("MB DeepSeek-V3 1024xH100 TP2 PP8 VP4 EP64", MB_PERF, 1024,
+              {"tp": 2, "pp": 8, "vpp": 4, "ep": 64, "pp_schedule": "interleaved1f1b", "sequence_parallel": True,
+               "local_batch_size": 128, "micro_batch_size": 1, "activation_checkpointing": True,
+               "dispatcher": "deepep"}, 4096, 8192, model="deepseek-ai/DeepSeek-V3", precision="fp8",
+              checkpointing="full", tps=1297, tflops=338,
+              notes="25.09 dropless; FP8-blockwise, DeepEP and selective recompute per the hardware skill's "
+                    "case study (modelled as full checkpointing); MTP not modelled"),
+    _megatron("MB DeepSeek-V3 256xGB300 TP1 PP2 VP8 EP32 mxfp8", MB_PERF_GB300, 256,
+              {"pp": 2, "vpp": 8, "ep": 32, "pp_schedule": "interleaved1f1b", "local_batch_size": 32,
+               "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"}, 4096, 4096,
+              model="deepseek-ai/DeepSeek-V3", precision="fp8", checkpointing="full", gpu="gb300-nvl72",
+              tps=6288, tflops=1635,
+              notes="26.08, MXFP8, GBS 4096 MBS 1; HybridEP and CUDA graphs per the GB300 playbook (recompute "
+                    "not stated: modelled as full checkpointing)"),
 )

@@ -203,8 +203,10 @@ def time_breakdown(
 
     ep_comm = 0.0
     if ep > 1 and shape.moe_layers:
+        # sequence parallelism leaves each TP rank its share of the tokens to dispatch
+        dispatched = mb_tokens / tp if layout.sequence_parallel else mb_tokens
         ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
-            shape, layout, gpu, mb_tokens, nvlink_domain
+            shape, layout, gpu, dispatched, nvlink_domain
         )  # dispatch + combine per forward and backward pass
 
     cp_comm = 0.0
