@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import product
 
 from automodel_dist.cost.estimate import Estimate
@@ -26,6 +26,7 @@ from automodel_dist.findings import ERROR, Finding
 from automodel_dist.layout import STRATEGIES, Layout
 from automodel_dist.pipeline_stages import virtual_stage_options
 from automodel_dist.problem import Problem
+from automodel_dist.rules.registry import divisors
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
@@ -99,10 +100,6 @@ def _default_estimator() -> Estimator:
     return estimate_layout
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else []
-
-
 def _powers_of_two(limit: int) -> list[int]:
     values, v = [], 1
     while v <= limit:
@@ -163,7 +160,7 @@ class _Enumerator:
 
     def divisors(self, n: int) -> list[int]:
         if n not in self.divisor_cache:
-            self.divisor_cache[n] = _divisors(n)
+            self.divisor_cache[n] = divisors(n)
         return self.divisor_cache[n]
 
     # -- the natural domain of each dimension -------------------------------------------------------------
@@ -390,9 +387,5 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
                 considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked),
                 dropped=result.dropped)
-
-
-def with_cluster_nodes(problem: Problem, nodes: int) -> Problem:
-    return replace(problem, cluster=replace(problem.cluster, nodes=nodes))
 
 
