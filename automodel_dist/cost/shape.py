@@ -38,7 +38,6 @@ class ModelShape:
     top_k: int
     embedding_params: int
     lm_head_params: int  # separate output projection (0 when tied); the last PP stage holds a copy if tied
-    final_norm_params: int
     dense_layer_adapter: int  # LoRA adapter parameters (0 unless peft)
     moe_layer_adapter: int
     # activation elements per token per layer (no checkpointing)
@@ -159,7 +158,6 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         top_k=k,
         embedding_params=pc.embedding,
         lm_head_params=pc.lm_head,
-        final_norm_params=h,
         dense_layer_adapter=dense_adapter,
         moe_layer_adapter=moe_adapter,
         dense_act_rep=dense_act_rep,
