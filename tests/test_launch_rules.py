@@ -155,15 +155,18 @@ USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
 
 
 @pytest.mark.parametrize("value", [None, "SIGTERM", ["SIGTERM"], 15])
-def test_usr1_from_slurm_without_a_usr1_handler_is_an_error(value: object) -> None:
+@pytest.mark.parametrize("directive", ["B:USR1@300", "USR1@120", "B:SIGUSR1@300", "B:10@300"])
+def test_usr1_from_slurm_without_a_usr1_handler_is_an_error(value: object, directive: str) -> None:
     step = {} if value is None else {"preemption_signal": value}
-    finding = _check({**GOOD_RECIPE, "step_scheduler": step}, sbatch=USR1_SBATCH)["launch-preemption-signal"]
+    sbatch = USR1_SBATCH.replace("B:USR1@300", directive)
+    finding = _check({**GOOD_RECIPE, "step_scheduler": step}, sbatch=sbatch)["launch-preemption-signal"]
     assert finding.severity == "error" and finding.path == "step_scheduler.preemption_signal"
 
 
 @pytest.mark.parametrize(("value", "sbatch"), [
     (["SIGUSR1", "SIGTERM"], USR1_SBATCH), ("usr1", USR1_SBATCH), (10, USR1_SBATCH),
     ("SIGTERM", "#!/bin/bash\nsrun true\n"),
+    ("SIGTERM", "#!/bin/bash\n#SBATCH --signal=B:USR2@300\nsrun true\n"),
 ])
 def test_usr1_handled_or_not_sent_is_fine(value: object, sbatch: str) -> None:
     recipe = {**GOOD_RECIPE, "step_scheduler": {"preemption_signal": value}}

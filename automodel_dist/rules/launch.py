@@ -123,13 +123,13 @@ def _tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
     return best
 
 
-def _sends_usr1(sbatch_text: str) -> int | None:
-    """1-based line of an `#SBATCH --signal=...USR1...` directive."""
-    for number, line in enumerate(sbatch_text.splitlines(), start=1):
+def _sends_usr1(sbatch_text: str) -> bool:
+    """Does an `#SBATCH --signal=[R|B:]USR1[@secs]` directive ask Slurm for SIGUSR1 before the limit?"""
+    for line in sbatch_text.splitlines():
         directive = _SBATCH_DIRECTIVE.match(line.strip())
-        if directive and re.search(r"--signal[= ](?:[A-Z]+:)?(?:SIG)?USR1\b", directive.group(1)):
-            return number
-    return None
+        if directive and re.search(r"--signal[= ](?:[A-Z]+:)?(?:(?:SIG)?USR1|10)\b", directive.group(1)):
+            return True
+    return False
 
 
 def _get(recipe: Mapping[str, Any], dotted: str) -> Any:
@@ -161,8 +161,7 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
                     f"the recipe has a {section}: section, so nemo_automodel.cli.app in every worker the script "
                     f"starts submits a {section} job instead of training (AutoModel checks it before torchrun)",
                     hint=f"remove the {section}: section from the recipe this script launches"))
-    usr1_line = _sends_usr1(sbatch_text)
-    if usr1_line and not handles_sigusr1(_get(recipe, "step_scheduler.preemption_signal") or "SIGTERM"):
+    if _sends_usr1(sbatch_text) and not handles_sigusr1(_get(recipe, "step_scheduler.preemption_signal") or "SIGTERM"):
         findings.append(Finding(
             "launch-preemption-signal", ERROR, "step_scheduler.preemption_signal",
             "the launch script has Slurm send SIGUSR1 before the time limit, but the recipe's "
