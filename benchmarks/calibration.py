@@ -152,10 +152,17 @@ def render(results: list[RowResult]) -> str:
             f"{'yes' if r.fits else 'NO'} / {'yes' if r.fits_with_headroom else 'no'} |"
         )
     s = summarize(results)
+    by_stack: dict[str, list[float]] = {}
+    for r in results:
+        if r.row.role == "held-out" and r.throughput_error is not None:
+            by_stack.setdefault(r.row.source.split()[0], []).append(abs(r.throughput_error))
+    stacks = ", ".join(f"{name} {statistics.median(errors) * 100:.1f}% ({len(errors)} rows)"
+                       for name, errors in sorted(by_stack.items()))
     lines += [
         "",
         f"throughput median |error|, fit rows: {s.throughput_median_fit * 100:.1f}% "
-        f"(target <= {THROUGHPUT_TARGET * 100:.0f}%); held-out rows: {s.throughput_median_held_out * 100:.1f}%",
+        f"(target <= {THROUGHPUT_TARGET * 100:.0f}%); held-out rows: {s.throughput_median_held_out * 100:.1f}% "
+        f"(by source: {stacks})",
         f"memory within +-{MEMORY_TARGET * 100:.0f}% on torchtitan FSDP2 rows: {s.memory_within}/{s.memory_rows} "
         f"(max |error| {s.memory_max_error * 100:.1f}%)",
         "configurations that ran but are predicted not to fit: "
