@@ -180,32 +180,57 @@ def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
                 hint=f"raise step_scheduler.local_batch_size to at least {pp * mbs} (pp · pp_microbatch_size), "
                      "or lower pp_microbatch_size",
                 automodel_message=f"pp_batch_size {lbs} // pp_microbatch_size {mbs} must be >= pp_size {pp}"))
-        elif n_micro < vpp:
-            out.append(r.MICROBATCHES_BELOW_STAGES.finding(
-                f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
-                hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})"))
+        else:
+            if n_micro < vpp:
+                out.append(r.MICROBATCHES_BELOW_STAGES.finding(
+                    f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
+                    hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})"))
+            _check_schedule_microbatches(layout.pp_schedule, n_micro, pp, vpp, mbs, out)
     schedule = layout.pp_schedule
     if schedule is None:  # an unknown or missing name is the recipe rule am-r32-schedule-name
         return
-    if schedule in V_SCHEDULES:
-        if vpp != 2:
-            out.append(r.STAGES_PER_RANK.finding(
-                f"schedule {schedule} is a V schedule and needs exactly 2 stages per rank, got {vpp}",
-                hint="set layers_per_stage so that num_layers / layers_per_stage = 2·pp, or leave it null",
-                automodel_message=f"v schedules assume 2 stages per rank, got {vpp}"))
-    elif schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti":
-        if vpp < 2:
-            out.append(r.STAGES_PER_RANK.finding(
-                f"multi-stage schedule {schedule} needs at least 2 stages per rank, got {vpp}",
-                hint="lower layers_per_stage (or leave it null for 2 stages per rank), or use pp_schedule: 1f1b",
-                automodel_message=f"Multi-stage schedule requires at least 2 stages per rank, but got {vpp} "
-                                  "stages per rank."))
+    if (schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti") and vpp < 2:
+        out.append(r.STAGES_PER_RANK.finding(
+            f"multi-stage schedule {schedule} needs at least 2 stages per rank, got {vpp}",
+            hint="lower layers_per_stage (or leave it null for 2 stages per rank), or use pp_schedule: 1f1b",
+            automodel_message=f"Multi-stage schedule requires at least 2 stages per rank, but got {vpp} "
+                              "stages per rank."))
+    elif schedule in V_SCHEDULES and vpp != 2:
+        # AutoModel asserts it while assigning ZBV stages; torch's DualPipeV constructor raises it.
+        said = (f"v schedules assume 2 stages per rank, got {vpp}" if schedule == "zbvzerobubble"
+                else f"ZBV requires exactly 2 stages per rank, but got {vpp}.")
+        out.append(r.STAGES_PER_RANK.finding(
+            f"schedule {schedule} is a V schedule and needs exactly 2 stages per rank, got {vpp}",
+            hint="set layers_per_stage so that num_layers / layers_per_stage = 2·pp, or leave it null",
+            automodel_message=said))
     elif schedule in SINGLE_STAGE_SCHEDULES and vpp != 1:
         out.append(r.STAGES_PER_RANK.finding(
             f"single-stage schedule {schedule} needs exactly 1 stage per rank, got {vpp}",
             hint="raise layers_per_stage to num_layers / pp (or leave it null), or use pp_schedule: interleaved1f1b",
             automodel_message=f"Single stage schedule requires exactly 1 stage per rank, but got {vpp} stages "
                               "per rank."))
+
+
+def _check_schedule_microbatches(schedule: str | None, n_micro: int, pp: int, vpp: int, mbs: int,
+                                 out: list[Finding]) -> None:
+    """What torch's schedule constructors check on the micro-batch count (AutoModel passes lbs // mbs)."""
+    if schedule in ("interleaved1f1b", "interleavedzerobubble"):
+        rounds = max(1, n_micro // pp)
+        if n_micro % rounds:
+            name = "Interleaved 1F1B" if schedule == "interleaved1f1b" else "Zero bubble"
+            good = [n for n in range(pp, 4 * pp + 1) if n % max(1, n // pp) == 0][:6]
+            out.append(r.SCHEDULE_MICROBATCHES.finding(
+                f"{n_micro} micro batches do not split into {rounds} whole rounds of the {schedule} schedule",
+                hint=f"use a micro-batch count (local_batch_size / {mbs}) such as {listing(good)} (a multiple of "
+                     f"pp={pp} always works)",
+                automodel_message=f"{name} requires the number of microbatches to be a multiple of the number of "
+                                  f"rounds ({rounds}), but got {n_micro}."))
+    elif schedule == "dualpipev" and n_micro < pp * vpp:
+        out.append(r.SCHEDULE_MICROBATCHES.finding(
+            f"{n_micro} micro batches but {pp * vpp} pipeline stages: DualPipeV needs at least one per stage",
+            hint=f"raise local_batch_size to at least {pp * vpp * mbs}",
+            automodel_message=f"DualPipeV requires at least as many microbatches as stages, but got {n_micro} "
+                              f"microbatches and {pp * vpp} stages."))
 
 
 def _check_batch(layout: Layout, out: list[Finding]) -> None:

@@ -120,6 +120,10 @@ STAGES_PER_RANK = register(
 MICROBATCHES_BELOW_STAGES = register(
     "am-r35-microbatches-below-stages", WARNING, "distributed.pipeline.pp_microbatch_size",
     "fewer pipeline micro batches than local stages leaves stages idle", automodel=("R35",))
+SCHEDULE_MICROBATCHES = register(
+    "pp-schedule-microbatches", ERROR, "step_scheduler.local_batch_size",
+    "torch's schedule checks: interleaved schedules need micro batches in whole rounds of pp, DualPipeV at least "
+    "as many micro batches as stages")
 GBS_DIVISIBLE = register(
     "am-r39-gbs-divisible", ERROR, "step_scheduler.global_batch_size",
     "global_batch_size must be divisible by local_batch_size · dp", automodel=("R39",))
