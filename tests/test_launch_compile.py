@@ -9,11 +9,14 @@ from launch_support import assigned, bash_syntax, sbatch_directives, shellcheck,
 from nemo_automodel.components.launcher.skypilot.config import SkyPilotConfig
 
 from automodel_dist.cli import main
+from automodel_dist.compiler import compile_intent
 from automodel_dist.errors import InputError
 from automodel_dist.intent import load_intent
+from automodel_dist.launch import write_launch_files
 from automodel_dist.validate import validate_recipe
 from automodel_dist.yamlio import load_document
 
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "intents").glob("*.yaml"))
 INTENT = """\
 model: Qwen/Qwen3-30B-A3B
 hardware:
@@ -108,3 +111,22 @@ def test_bad_launcher_settings_are_located_input_errors(tmp_path: Path, setting:
         load_intent(intent)
     assert f"intent.yaml:{len(INTENT.splitlines()) - 1}:" in str(info.value)
     assert f"{key}:" in str(info.value)
+
+
+@pytest.mark.parametrize("intent", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_example_compiles_to_a_clean_script(tmp_path: Path, intent: Path) -> None:
+    result = compile_intent(intent)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(result.yaml)
+    (script,) = write_launch_files(result, recipe, "slurm")
+    assert bash_syntax(Path(script)).returncode == 0
+    lint = shellcheck(Path(script))
+    assert lint.returncode == 0, lint.stdout
+    text = Path(script).read_text()
+    cluster = result.problem.cluster
+    sbatch = sbatch_directives(text)
+    assert (sbatch["nodes"], sbatch["gpus-per-node"]) == (str(cluster.nodes), str(cluster.gpus_per_node))
+    assert torchrun_flags(text)["nproc_per_node"] == str(cluster.gpus_per_node)
+    if result.layout.dispatcher == "hybridep":
+        assert assigned(text, "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN") == str(cluster.nvlink_domain)
+    assert load_document(recipe).plain()["step_scheduler"]["preemption_signal"] == ["SIGUSR1", "SIGTERM"]
