@@ -263,3 +263,25 @@ def test_estimates_are_cheap():
             estimate_layout(p, lay)
     per_call = (time.perf_counter() - start) / (5 * len(layouts))
     assert per_call < 500e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    strategy=st.sampled_from(["fsdp2", "megatron_fsdp", "ddp"]), tp=st.sampled_from([1, 3, 16]),
+    pp=st.sampled_from([1, 2, 64]), vpp=st.sampled_from([1, 2, 5]), cp=st.sampled_from([1, 8]),
+    ep=st.sampled_from([1, 4, 512]), dp_size=st.sampled_from([None, 0, 3]),
+    schedule=st.sampled_from([None, "1f1b", "gpipe", "interleaved1f1b", "zbvzerobubble", "dualpipev"]),
+    batches=st.tuples(st.sampled_from([0, 1, 1024]), st.sampled_from([0, 1, 4]), st.sampled_from([0, 1, 8])),
+    seq=st.sampled_from([1, 4096, 131072]),
+)
+def test_broken_layouts_still_get_a_finite_estimate(strategy, tp, pp, vpp, cp, ep, dp_size, schedule, batches,
+                                                     seq):
+    """validate estimates recipes the rules reject too: no exception, nothing negative or infinite."""
+    p = problem("deepseek-v3", nodes=2, seq_length=seq)
+    gbs, lbs, mbs = batches
+    lay = Layout(world_size=16, strategy=strategy, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, dp_size=dp_size,
+                 pp_schedule=schedule, global_batch_size=gbs, local_batch_size=lbs, micro_batch_size=mbs)
+    est = estimate_layout(p, lay)
+    for value in (est.memory_gib, est.step_time_s, est.tokens_per_s_per_gpu, *est.memory.values(),
+                  *est.time.values()):
+        assert math.isfinite(value) and value >= 0

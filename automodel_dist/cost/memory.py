@@ -200,7 +200,7 @@ def memory_breakdown(
     deferred = (options.defer_grad_sync or pp > 1) and micro_steps > 1
     keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
 
-    samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
+    samples = max(layout.micro_batch_size if pp > 1 else layout.local_batch_size, 1)
     tokens = samples * training.seq_length / cp
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp

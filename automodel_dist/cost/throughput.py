@@ -159,7 +159,7 @@ def time_breakdown(
     tokens_per_gpu = step_tokens / world
 
     # --- compute ---
-    samples = layout.micro_batch_size if pp > 1 else layout.local_batch_size
+    samples = max(layout.micro_batch_size if pp > 1 else layout.local_batch_size, 1)
     mb_tokens = samples * seq / cp  # tokens of one micro batch on one GPU's sequence shard
     size = mb_tokens / (mb_tokens + SMALL_BATCH_TOKENS)
     generation = _generation_efficiency(gpu.compute_capability)
