@@ -35,9 +35,8 @@ def timeout_settings(problem: Problem, layout: Layout) -> list[RecipeSetting]:
                           lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= minutes)]
 
 
-def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[RecipeSetting]) -> list[str]:
-    """Write `settings` into the recipe mapping in place; return the dotted keys that changed."""
-    changed: list[str] = []
+def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[RecipeSetting]) -> None:
+    """Write `settings` into the recipe mapping in place (values that already do the job stay)."""
     for setting in settings:
         *parents, leaf = setting.path.split(".")
         node = recipe
@@ -54,5 +53,3 @@ def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[Recip
         node[leaf] = value
         if isinstance(node, CommentedMap):
             node.yaml_add_eol_comment(setting.why, leaf)
-        changed.append(setting.path)
-    return changed
