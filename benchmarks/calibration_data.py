@@ -29,6 +29,13 @@ TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
 MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
 MB_PERF = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (archive, DGX-H100)"
+MB_RECOMPUTE = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md"
+# Moonlight-16B-A3B (moonshotai/Moonlight-16B-A3B config.json): DeepSeek-V3's architecture, smaller.
+MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
+             "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512, "intermediate_size": 11264,
+             "moe_intermediate_size": 1408, "num_routed_experts": 64, "num_shared_experts": 2,
+             "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
+             "vocab_size": 163840}
 MB_PERF_GB300 = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (26.08, GB300)"
 
 # torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
@@ -41,7 +48,7 @@ class CalibrationRow:
 
     name: str
     source: str
-    model: str
+    model: str | dict[str, Any]  # what catalog.models.resolve_model accepts
     gpu: str
     world_size: int
     layout: dict[str, Any]
@@ -92,7 +99,8 @@ def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, 
 
 
 def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *,
-              model: str = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none", precision: str = "bf16",
+              model: str | dict[str, Any] = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none",
+              precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
               gpu: str = "h100", notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch; all held out."""
@@ -202,6 +210,10 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
               4096, 256, checkpointing="full", tflops=210,
               notes="card best_configs: ~210 TFLOP/s/GPU, MBS 4 GBS 256, DeepEP, full recompute"),
+    _megatron("MB Moonlight-16B 8xH100 TP2 EP8", MB_RECOMPUTE, 8,
+              {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
+              tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=36.618 * 1e9 / 2**30,
+              notes="recompute [] control: 457.18 ms/step, 36.618 GB peak allocated; MBS 1 GBS 4 (DP4)"),
     _megatron("MB Llama-3-8B 8xH100 FSDP8 fp8", MB_PERF, 8, {"local_batch_size": 1}, 8192, 128,
               model="meta-llama/Meta-Llama-3-8B", precision="fp8", tps=14451, tflops=744,
               notes="25.11, FP8 current scaling, Megatron FSDP, MBS 1, GA 16 (recompute not stated: none)"),

@@ -204,7 +204,7 @@ def memory_breakdown(
     tokens = samples * training.seq_length / cp
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
-    moe_act = shape.moe_act_rep / rep_div + shape.moe_act_tp / tp + shape.moe_act_expert
+    moe_act = (shape.moe_act_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in ("deepep", "hybridep", "uccl_ep", "mok"):
