@@ -67,7 +67,7 @@ def expected_meshes(layout: Layout) -> tuple[list[int] | None, list[int] | None]
     return shape, ([layout.ep_shard, layout.ep] if layout.ep > 1 else None)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=intents())
 def test_compiled_recipes_are_valid_buildable_round_trip_and_deterministic(oracle: Oracle,
                                                                           spec: dict[str, Any]) -> None:
