@@ -24,8 +24,10 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 
     `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
-    layout that does not fit. `options` are the recipe settings outside the Layout (AutoModel's
-    defaults unless a caller knows better, as the calibration does for each measured recipe).
+    layout that does not fit. TFLOP/s count model FLOPs without recompute and MFU divides them by the
+    bf16 dense peak, as AutoModel's performance tables do (also for fp8 runs). `options` are the recipe
+    settings outside the Layout (AutoModel's defaults unless a caller knows better, as the calibration
+    does for each measured recipe).
     """
     training, cluster = problem.training, problem.cluster
     gpu = cluster.gpu
