@@ -93,3 +93,25 @@ def test_compiled_recipes_are_valid_buildable_round_trip_and_deterministic(oracl
 
     assert parse_recipe(result.recipe, world_size=world, model=problem.model) == layout
     assert compile_intent(spec).yaml == result.yaml
+
+
+def test_every_strategy_and_dimension_builds_in_automodel(oracle: Oracle) -> None:
+    """Layouts the random intents rarely pick (HSDP, MegatronFSDP, DDP, PP with EP and CP) still build."""
+    from automodel_dist.intent import load_intent, resolve_intent
+    from automodel_dist.planner import make_layout, plan
+    from automodel_dist.targets.automodel.emit import emit_recipe
+
+    problem = resolve_intent(load_intent({"model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 4},
+                                          "training": {"seq_length": 4096, "global_batch_size": 256}}))
+    est = plan(problem).best.estimate
+    sizes = [("ddp", 1, 1, 1, 1, 1, 1), ("megatron_fsdp", 2, 1, 2, 1, 1, 1), ("fsdp2", 1, 1, 1, 8, 4, 1),
+             ("fsdp2", 2, 2, 2, 4, 2, 2), ("fsdp2", 1, 4, 2, 8, 1, 3), ("fsdp2", 4, 1, 1, 16, 2, 1)]
+    for strategy, tp, pp, cp, ep, dpr, vpp in sizes:
+        layout = make_layout(problem, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, dp_replicate=dpr, vpp=vpp,
+                             activation_checkpointing=False, local_batch_size=8, micro_batch_size=1)
+        _, recipe = emit_recipe(problem, layout, est)
+        answer = oracle.ask(recipe["distributed"], 32, [0])
+        assert answer["ok"], (layout.short(), answer.get("error"))
+        device_mesh, moe_mesh = expected_meshes(layout)
+        assert (answer["device_mesh"] or {}).get("shape") == device_mesh, layout.short()
+        assert (answer["moe_mesh"] or {}).get("shape") == moe_mesh, layout.short()
