@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from launch_support import make_problem, make_result
 
 from automodel_dist.launch import write_launch_files
@@ -137,10 +136,9 @@ def _records(env: dict[str, str], prefix: str) -> dict[str, dict]:
     return {p.stem.split("-", 1)[1]: json.loads(p.read_text()) for p in sorted(folder.glob(f"{prefix}-*.json"))}
 
 
-@pytest.fixture(scope="module")
-def preempted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], int, str]:
+def _run_and_preempt(tmp_path: Path) -> tuple[Path, dict[str, str], int, str]:
     """Run the script with workers that wait; once all are up, send USR1 to the batch shell, as Slurm does."""
-    script, env = _sandbox(tmp_path_factory.mktemp("e2e"), stub_torchrun=True)
+    script, env = _sandbox(tmp_path, stub_torchrun=True)
     env["WAIT_FOR_USR1"] = "1"
     proc = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -153,9 +151,7 @@ def preempted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     return script, env, proc.returncode, stderr
 
 
-def test_each_node_gets_its_rank_the_world_size_and_the_rendezvous(preempted_run: tuple) -> None:
-    script, env, returncode, stderr = preempted_run
-    assert returncode == 0, stderr
+def _check_ranks_world_and_rendezvous(script: Path, env: dict[str, str]) -> None:
     recipe = str(script.parent / "recipe.yaml")
     launchers = _records(env, "torchrun")
     assert sorted(launchers) == [str(n) for n in range(NODES)]
@@ -178,16 +174,15 @@ def test_each_node_gets_its_rank_the_world_size_and_the_rendezvous(preempted_run
         assert record["argv"] == [recipe]
 
 
-def test_usr1_reaches_every_worker_and_spares_torchrun(preempted_run: tuple) -> None:
-    _, env, returncode, stderr = preempted_run
-    assert "USR1 from Slurm" in stderr
+def test_two_nodes_get_their_ranks_and_preemption_reaches_the_workers(tmp_path: Path) -> None:
+    # One test, so that the only USR1 sent in a (parallel) test session is this one: the script's trap
+    # signals every matching worker process of this user on the machine.
+    script, env, returncode, stderr = _run_and_preempt(tmp_path)
     # torchrun (the stub has no USR1 handler) would have died and failed the job had it been signalled.
     assert returncode == 0, stderr
+    _check_ranks_world_and_rendezvous(script, env)
+    assert "USR1 from Slurm" in stderr
     assert _records(env, "signals") == {str(rank): ["SIGUSR1"] for rank in range(NODES * GPUS)}
-
-
-def test_srun_runs_one_task_per_node_with_torchrun_inside(preempted_run: tuple) -> None:
-    _, env, _, _ = preempted_run
     srun = json.loads((Path(env["RECORDS"]) / "srun.json").read_text())
     assert "--ntasks-per-node=1" in srun["options"] and "--kill-on-bad-exit=1" in srun["options"]
     assert srun["command"][:2] == ["bash", "-c"] and srun["command"][2].startswith("exec torchrun ")
@@ -202,6 +197,10 @@ def test_a_different_node_count_stops_before_launch(tmp_path: Path) -> None:
     assert not (tmp_path / "records" / "srun.json").exists()
 
 
+def _ignore_usr1() -> None:
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -211,7 +210,10 @@ def _free_port() -> int:
 def test_real_torchrun_rendezvous_gives_every_worker_a_unique_rank(tmp_path: Path) -> None:
     script, env = _sandbox(tmp_path, stub_torchrun=False)
     env.update(FAKE_HOSTS="127.0.0.1 127.0.0.1", MASTER_PORT=str(_free_port()))
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=180, check=False)
+    # USR1 ignored from the start (inherited by every worker) so the preemption test running in parallel
+    # cannot kill a worker of this run before it is up.
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=180, check=False,
+                          preexec_fn=_ignore_usr1)
     assert done.returncode == 0, done.stderr[-3000:]
     workers = _records(env, "worker")
     assert sorted(int(rank) for rank in workers) == list(range(NODES * GPUS))
