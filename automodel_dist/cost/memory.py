@@ -101,12 +101,12 @@ _RANK_LAYERS: dict[tuple[int, int, int, int, bool], tuple[tuple[int, int, int, i
 
 def candidate_ranks(shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int, int, bool, bool], ...]:
     """The first and the last pp rank (the candidates for the most loaded one) and what each holds."""
-    pp = max(layout.pp, 1)
+    pp = layout.pp or 1
     v_shape = layout.pp_schedule in V_SCHEDULES
-    key = (shape.num_layers, shape.dense_layers, pp, max(layout.vpp, 1), v_shape)
+    key = (shape.num_layers, shape.dense_layers, pp, layout.vpp or 1, v_shape)
     cached = _RANK_LAYERS.get(key)
     if cached is None:
-        num_stages = pp * (2 if v_shape else max(layout.vpp, 1))
+        num_stages = pp * (2 if v_shape else (layout.vpp or 1))
         ranks = []
         for rank in ((0,) if pp == 1 else (0, pp - 1)):
             stages = rank_stages(layout, rank) if pp > 1 else (0,)
@@ -126,7 +126,7 @@ def chunks_in_flight(layout: Layout, rank: int) -> float:
     1F1B: pp - rank micro batches; interleaved (Megatron's warm-up count): 2(pp-rank-1) + (vpp-1)pp + 1
     chunks, which for rank 0 is pp·vpp·(1 + (pp-1)/(pp·vpp)); GPipe and looped BFS keep every micro batch.
     """
-    pp, vpp, n_micro = layout.pp, layout.vpp, max(layout.n_microbatches, 1)
+    pp, vpp, n_micro = layout.pp, layout.vpp, layout.n_microbatches or 1
     if pp <= 1:
         return 1.0
     schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
@@ -187,17 +187,17 @@ def memory_breakdown(
     mode = checkpointing_mode(layout, options)
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
-    tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
     peft = training.is_peft
     ddp = layout.strategy == "ddp"
-    fsdp = 1 if ddp else max(layout.dp_shard, 1) * cp
-    expert_shard = 1 if ddp else (max(layout.ep_shard, 1) if ep > 1 else fsdp)
+    fsdp = 1 if ddp else (layout.dp_shard or 1) * cp
+    expert_shard = 1 if ddp else (layout.ep_shard or 1 if ep > 1 else fsdp)
     fp32_master = options.master_weights == "fp32"
     weight_bytes = FP32 if fp32_master else BF16
     experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
     expert_layer_w = experts_per_rank * shape.expert_params  # one MoE layer's experts on this EP rank
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
-    micro_steps = max(layout.grad_accumulation, 1) * (max(layout.n_microbatches, 1) if pp > 1 else 1)
+    micro_steps = (layout.grad_accumulation or 1) * ((layout.n_microbatches or 1) if pp > 1 else 1)
     deferred = (options.defer_grad_sync or pp > 1) and micro_steps > 1
     keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
 

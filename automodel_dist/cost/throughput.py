@@ -131,7 +131,7 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
 
 def _bubble_fraction(layout: Layout, n_micro: int) -> float:
     """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble."""
-    stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else max(layout.vpp, 1)
+    stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else (layout.vpp or 1)
     fraction = (layout.pp - 1) / (stages_per_rank * n_micro)
     if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
         fraction *= ZERO_BUBBLE_FACTOR
@@ -152,8 +152,8 @@ def time_breakdown(
     With `options.defer_grad_sync` (AutoModel's `defer_fsdp_grad_sync`, default true) FSDP reduce-scatters
     once per step instead of once per micro batch; `options.checkpointing` may ask for selective recompute.
     """
-    world = max(layout.world_size, 1)
-    tp, cp, pp, ep = max(layout.tp, 1), max(layout.cp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    world = layout.world_size or 1
+    tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
     seq = training.seq_length
     step_tokens = training.global_batch_size * seq
     tokens_per_gpu = step_tokens / world
@@ -189,8 +189,8 @@ def time_breakdown(
     recompute = compute * (1.0 / 3.0) / scale * replayed
 
     # --- per-micro-batch collectives on the critical path ---
-    ga = max(layout.grad_accumulation, 1)
-    n_micro = max(layout.n_microbatches, 1) if pp > 1 else 1
+    ga = layout.grad_accumulation or 1
+    n_micro = (layout.n_microbatches or 1) if pp > 1 else 1
     micro_batches = ga * n_micro
     layers_here = shape.num_layers / pp
     forward_passes = 2 if checkpointed else 1  # forwards per micro batch
@@ -219,7 +219,7 @@ def time_breakdown(
     pp_comm = 0.0
     if pp > 1:
         volume = mb_tokens * shape.hidden * 2 / (tp if layout.sequence_parallel else 1)
-        hops = 2 * max(layout.vpp, 1) * micro_batches  # activations forward, gradients backward
+        hops = 2 * (layout.vpp or 1) * micro_batches  # activations forward, gradients backward
         pp_comm = hops * volume / _bandwidth(gpu, 1, 2 * world // pp, nvlink_domain)
 
     # --- FSDP / HSDP / DDP, overlapped with compute ---
@@ -232,7 +232,7 @@ def time_breakdown(
         seconds = weights * 2 * 2 * (world - 1) / world / _bandwidth(gpu, world, world, nvlink_domain)
         fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
     elif layout.strategy != "ddp":
-        fsdp = max(layout.dp_shard, 1) * cp
+        fsdp = (layout.dp_shard or 1) * cp
         head = shape.lm_head_params or shape.embedding_params
         dense_w = (
             shape.dense_layers * shape.dense_layer_params + shape.moe_layers * shape.moe_layer_params
@@ -253,7 +253,7 @@ def time_breakdown(
         if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
             bw = _bandwidth(gpu, expert_shard, ep * expert_shard, nvlink_domain)
             seconds += (ga * 2 + reductions * 4) * expert_w * (expert_shard - 1) / expert_shard / bw
-        replicas = max(layout.dp_replicate, 1)
+        replicas = layout.dp_replicate or 1
         if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
             bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
             shard = dense_w / fsdp + expert_w / max(expert_shard, 1)
