@@ -144,6 +144,10 @@ def test_scale_aware_timeout_packing_and_peft() -> None:
     packed = compile_intent(PROBLEMS["dense-8b-packed-32k"]).recipe
     assert packed["packed_sequence"]["packed_sequence_size"] == 32768
     assert multi["packed_sequence"]["packed_sequence_size"] == 0
+    assert packed["dataset"]["_target_"].endswith("mock.build_unpacked_dataset")  # the packer fills packs
+    assert packed["dataset"]["max_sentence_len"] == 32768
+    assert multi["dataset"]["_target_"].endswith("MockIterableDataset")
+    assert multi["dataset"]["batch_size"] == multi["step_scheduler"]["local_batch_size"]
     assert multi["model"]["pretrained_model_name_or_path"] == "Qwen/Qwen3-30B-A3B"
 
 

@@ -39,6 +39,7 @@ RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
+MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
 # (COMMON_KEYS, STRATEGY_KEYS); these are the keys a layout owns.
@@ -289,6 +290,27 @@ def _peft(problem: Problem) -> _Section:
     return s
 
 
+def _placeholder_data(problem: Problem, layout: Layout) -> tuple[_Section, _Section]:
+    """Synthetic data: fixed-length batches, or (packed) variable-length samples for the packer to fill."""
+    model, training = problem.model, problem.training
+    dataset, loader = _Section(), _Section()
+    if training.packed_sequences:
+        seq = training.seq_length
+        dataset.put("_target_", MOCK_SAMPLES_TARGET)
+        dataset.put("num_sentences", 20000).put("vocab_size", model.vocab_size)
+        dataset.put("mean_len", float(seq // 4), "samples of about a quarter pack").put("std_len", float(seq // 16))
+        dataset.put("max_sentence_len", seq)
+        loader.put("_target_", "torchdata.stateful_dataloader.StatefulDataLoader")
+        loader.put("shuffle", False, "the packer sets the collate function")
+    else:
+        dataset.put("_target_", MOCK_DATASET_TARGET)
+        dataset.put("vocab_size", model.vocab_size).put("seq_len", training.seq_length)
+        dataset.put("num_samples", 1000000).put("batch_size", layout.local_batch_size, "= local_batch_size")
+        loader.put("_target_", "torch.utils.data.DataLoader")
+        loader.put("batch_size", None, "the mock dataset yields whole batches")
+    return dataset, loader
+
+
 def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) -> CommentedMap:
     """The whole recipe as a commented mapping (no header)."""
     model, training = problem.model, problem.training
@@ -310,13 +332,9 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     r.put("checkpoint", _Section().put("enabled", True).put("checkpoint_dir", "checkpoints/")
           .put("model_save_format", "safetensors"))
     r.put("loss_fn", _Section().put("_target_", "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy"))
-    dataset = _Section()
-    dataset.put("_target_", MOCK_DATASET_TARGET)
-    dataset.put("vocab_size", model.vocab_size).put("seq_len", training.seq_length)
-    dataset.put("num_samples", 1000000).put("batch_size", layout.local_batch_size, "= local_batch_size")
+    dataset, dataloader = _placeholder_data(problem, layout)
     r.put("dataset", dataset, "PLACEHOLDER: synthetic tokens so the recipe runs as is; replace with your data")
-    r.put("dataloader", _Section().put("_target_", "torch.utils.data.DataLoader")
-          .put("batch_size", None, "the mock dataset yields whole batches"))
+    r.put("dataloader", dataloader)
     lr = 1.0e-4 if training.is_peft else (3.0e-4 if training.task == "pretrain" else 1.0e-5)
     r.put("optimizer", _Section().put("_target_", "torch.optim.AdamW").put("lr", lr, "placeholder: tune")
           .put("betas", [0.9, 0.95]).put("weight_decay", 0.01))
