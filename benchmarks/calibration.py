@@ -77,7 +77,8 @@ def problem_and_layout(row: CalibrationRow) -> tuple[Problem, Layout]:
 
 def options(row: CalibrationRow) -> RecipeOptions:
     return RecipeOptions(checkpointing=row.checkpointing, master_weights=row.master_weights,
-                         logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync)
+                         logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
+                         reduce_dtype=row.reduce_dtype)
 
 
 def evaluate(row: CalibrationRow) -> RowResult:
@@ -141,7 +142,8 @@ def render(results: list[RowResult]) -> str:
         measured_tps = row.tokens_per_s_per_gpu
         tput = (f"{measured_tps:,.0f}" if measured_tps else f"{row.tflops_per_gpu:g} TFLOP/s"
                 if row.tflops_per_gpu else "")
-        model_tps = f"{r.tokens_per_s_per_gpu:,.0f}" if measured_tps else f"{r.tflops_per_gpu:.0f} TFLOP/s"
+        only_tflops = not measured_tps and row.tflops_per_gpu
+        model_tps = f"{r.tflops_per_gpu:.0f} TFLOP/s" if only_tflops else f"{r.tokens_per_s_per_gpu:,.0f}"
         mem = f"{row.memory_gib:.1f} ({row.memory_metric})" if row.memory_gib else ""
         role = row.role if row.tokens_per_s_per_gpu or row.tflops_per_gpu else "-"
         if row.memory_gib:

@@ -7,6 +7,9 @@ caching allocator's peak *reserved* memory, Megatron-Bridge the peak *allocated*
 Sources (public):
 - AUTOMODEL: NeMo AutoModel `docs/performance-summary.mdx` (2025-10-02), DGX-H100 BF16 tables; activation
   checkpointing per the benchmark recipes of that period (quoted in the project's calibration notes).
+- AUTOMODEL_CI: AutoModel's own benchmark recipes `examples/llm_benchmark/deepseek/deepseek_v3_te_deepep.yaml`
+  and `examples/llm_benchmark/qwen/qwen3_moe_235b_te_deepep.yaml` (CI: 32 nodes): nothing measured is
+  published with them, but they run, so the model must call them a fit.
 - TITAN_H100: pytorch/torchtitan `benchmarks/llama3_h100_202412_torchtitan.md` (Grand Teton H100
   96 GB HBM2e at 500 W; the 8B/70B/405B tomls of that commit use seq_len 8192; PP micro batches default
   to the number of stages, interleaved schedules use 2 stages per rank; TP uses sequence and loss
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
+AUTOMODEL_CI = "NVIDIA-NeMo/Automodel examples/llm_benchmark (benchmark recipes run in CI on 32 H100 nodes)"
 TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
 TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md"
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
@@ -61,6 +65,7 @@ class CalibrationRow:
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
+    reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
@@ -153,6 +158,25 @@ ROWS: tuple[CalibrationRow, ...] = (
           _MULTI_GPU_LORA),
     _lora("AM Qwen2.5-32B LoRA 16xH100 TP2", "Qwen/Qwen2.5-32B", 16, 2, 3.95, 277, 2072.89, True,
           _MULTI_GPU_LORA),
+    # --- AutoModel benchmark recipes that run on 32 H100 nodes: only "must fit" ---
+    CalibrationRow(
+        name="AM-CI DeepSeek-V3 256xH100 PP4 VP4 EP64", source=AUTOMODEL_CI, model="deepseek-ai/DeepSeek-V3",
+        gpu="h100", world_size=256,
+        layout={"pp": 4, "vpp": 4, "ep": 64, "pp_schedule": "interleaved1f1b", "local_batch_size": 4,
+                "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"},
+        seq_length=4096, global_batch_size=256, checkpointing="full", logit_bytes=4, reduce_dtype="bfloat16",
+        notes="deepseek_v3_te_deepep.yaml: layers_per_stage 4, mp_policy reduce_dtype bf16, "
+              "MaskedCrossEntropy(fp32_upcast=false)",
+    ),
+    CalibrationRow(
+        name="AM-CI Qwen3-235B-A22B 256xH100 PP4 VP12 EP32", source=AUTOMODEL_CI, model="Qwen/Qwen3-235B-A22B",
+        gpu="h100", world_size=256,
+        layout={"pp": 4, "vpp": 12, "ep": 32, "pp_schedule": "interleaved1f1b", "local_batch_size": 8,
+                "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"},
+        seq_length=4096, global_batch_size=2048, checkpointing="full", logit_bytes=4,
+        notes="qwen3_moe_235b_te_deepep.yaml: layers_per_stage 2 (48 stages, rounded up), ep_shard 2 with "
+              "experts kept gathered, MaskedCrossEntropy(fp32_upcast=false)",
+    ),
     # --- torchtitan FSDP2 (peers.md §6 rows 1-7): memory fit rows; throughput held out ---
     _titan("TT Llama-3.1-8B FSDP8", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="bf16",
            checkpointing="selective", tps=5762, memory_gib=82.4, notes="Table 1, eager bf16; 500 W H100"),

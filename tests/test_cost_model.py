@@ -176,6 +176,10 @@ def test_deferred_gradient_sync_keeps_unsharded_gradients_over_micro_batches():
     synced = memory.memory_breakdown(shape, lay, p.training, options=RecipeOptions(defer_grad_sync=False))
     # 70B of bf16 weights kept gathered and fp32 gradients kept unsharded: far beyond an 80 GB GPU
     assert deferred["gradients"] + deferred["fsdp_gather"] > 100 > synced["gradients"] + synced["fsdp_gather"]
+    # mp_policy.reduce_dtype bf16 halves the unsharded gradients (the 8 B/param shards stay)
+    bf16 = memory.memory_breakdown(shape, lay, p.training, options=RecipeOptions(reduce_dtype="bfloat16"))
+    unsharded = deferred["gradients"] - deferred["parameters"]
+    assert bf16["gradients"] - bf16["parameters"] == pytest.approx(unsharded / 2, rel=1e-9)
 
 
 def test_fits_uses_the_headroom_and_the_wall_is_reported():

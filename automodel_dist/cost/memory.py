@@ -147,12 +147,19 @@ class RecipeOptions:
     bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross entropy; 4 for a bf16
     one; 0 for a fused linear cross entropy that never materializes them). `defer_grad_sync`: FSDP2 keeps
     unsharded gradients across micro batches (AutoModel's `defer_fsdp_grad_sync`, default true).
+    `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
+    gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both).
     """
 
     checkpointing: str | None = None
     master_weights: str = "bf16"
     logit_bytes: float | None = None
     defer_grad_sync: bool = True
+    reduce_dtype: str = "float32"
+
+    @property
+    def reduce_bytes(self) -> int:
+        return BF16 if self.reduce_dtype in ("bfloat16", "bf16") else FP32
 
 
 AUTOMODEL_DEFAULTS = RecipeOptions()
@@ -194,6 +201,7 @@ def memory_breakdown(
     expert_shard = 1 if ddp else (layout.ep_shard or 1 if ep > 1 else fsdp)
     fp32_master = options.master_weights == "fp32"
     weight_bytes = FP32 if fp32_master else BF16
+    reduce_bytes = options.reduce_bytes
     experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
     expert_layer_w = experts_per_rank * shape.expert_params  # one MoE layer's experts on this EP rank
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
@@ -239,7 +247,7 @@ def memory_breakdown(
         elif keep_gathered:
             gather = (gathered_dense + gathered_experts) * BF16
             if deferred:
-                grads += trained_unsharded * FP32  # fp32 unsharded gradients accumulated over micro batches
+                grads += trained_unsharded * reduce_bytes  # unsharded gradients accumulated over micro batches
         else:
             layer_w = max(
                 shape.dense_layer_params if dense_n else 0,
@@ -251,7 +259,7 @@ def memory_breakdown(
             if ep > 1:
                 gather += gathered_experts * BF16
             if trained_unsharded and not peft:
-                grads += layer_w * FP32  # one layer's fp32 gradients waiting for reduce-scatter
+                grads += layer_w * reduce_bytes  # one layer's gradients waiting for reduce-scatter
 
         # activations of the micro-batch chunks in flight
         layers = dense_n + moe_n

@@ -244,20 +244,21 @@ def time_breakdown(
         # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
         # reshard after forward and after backward and gather twice per micro batch
         gathers = ga if deferred else 2 * ga
-        reductions = 0 if training.is_peft else (1 if deferred else ga)  # fp32 reduce-scatters
+        reductions = 0 if training.is_peft else (1 if deferred else ga)  # gradient reduce-scatters
+        reduce_bytes = options.reduce_bytes
         seconds = 0.0
         if fsdp > 1:
             bw = _bandwidth(gpu, fsdp, fsdp * tp, nvlink_domain)
-            seconds += (gathers * 2 + reductions * 4) * dense_w * (fsdp - 1) / fsdp / bw
+            seconds += (gathers * 2 + reductions * reduce_bytes) * dense_w * (fsdp - 1) / fsdp / bw
         expert_shard = layout.ep_shard if ep > 1 else 1
         if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
             bw = _bandwidth(gpu, expert_shard, ep * expert_shard, nvlink_domain)
-            seconds += (ga * 2 + reductions * 4) * expert_w * (expert_shard - 1) / expert_shard / bw
+            seconds += (ga * 2 + reductions * reduce_bytes) * expert_w * (expert_shard - 1) / expert_shard / bw
         replicas = layout.dp_replicate or 1
         if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
             bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
             shard = dense_w / fsdp + expert_w / max(expert_shard, 1)
-            seconds += shard * 4 * 2 * (replicas - 1) / replicas / bw
+            seconds += shard * reduce_bytes * 2 * (replicas - 1) / replicas / bw
         fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
 
     bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout, n_micro) if pp > 1 else 0.0
