@@ -8,6 +8,7 @@ TFLOP/s and tokens/s AutoModel itself reported for each row (its own counting, a
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,11 @@ def test_model_flops_per_token_match_automodel_counting(row):
     theirs = row.tflops_per_gpu * 1e12 / row.tokens_per_s_per_gpu
     tolerance = 0.08 if problem.model.is_moe else 0.025
     assert ours == pytest.approx(theirs, rel=tolerance)
+
+
+def test_the_70b_recipes_known_oom_is_predicted():
+    """AutoModel's Llama-3.1-70B benchmark recipe sets defer_fsdp_grad_sync false because "True → delayed
+    resharding → OOM" (its own comment): with the default, the model must say it does not fit."""
+    row = next(r for r in ROWS if r.name == "AM Llama-3-70B pretrain 64xH100 CP2")
+    assert calibration.evaluate(row).fits
+    assert not calibration.evaluate(replace(row, defer_grad_sync=True)).fits
