@@ -230,8 +230,7 @@ class _Enumerator:
         pins = self.p.pins
         gbs = self.p.training.global_batch_size
         lbs_all = [b for b in _pinned(pins.local_batch_size, _powers_of_two(gbs)) if dp > 0 and gbs % (b * dp) == 0]
-        if pp == 1:
-            lbs_all = [b for b in lbs_all if pins.allows("micro_batch_size", b)]
+        if pp == 1:  # the micro batch is the local batch; a micro_batch_size pin is for pp > 1 only
             return [(b, [b]) for b in lbs_all]
         if pins.local_batch_size is None and lbs_all:
             # Under PP the whole per-rank batch is one pipeline step: more micro batches per step only shrink
@@ -276,7 +275,8 @@ class _Enumerator:
         if not batches:  # no batch split divides the global batch: let the rules say why
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
-            self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=min(pins.micro_batch_size or (lbs,))))
+            mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
+            self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
             return False
         for mbs, lbs_list in batches:
             first = True

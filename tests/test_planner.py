@@ -254,3 +254,13 @@ def test_no_legal_layout_says_so_and_offers_a_global_batch_that_divides() -> Non
     assert "no layout is legal" in text and "am-r39-gbs-divisible" in text and not err.value.closest
     batch = int(re.search(r"global_batch_size (\d+) instead of 16", text).group(1))
     assert plan(replace(problem, training=replace(problem.training, global_batch_size=batch))).best
+
+
+def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:
+    pins = {"micro_batch_size": 1, "local_batch_size": 4, "tp": 1, "cp": 1, "ep": 8, "dp_replicate": 1}
+    found = search(problem_of(intent(parallelism=pins)))
+    by_pp = {c.layout.pp > 1 for c in found.candidates}
+    assert by_pp == {False, True}
+    for c in found.candidates:
+        lay = c.layout
+        assert lay.local_batch_size == 4 and lay.micro_batch_size == (1 if lay.pp > 1 else 4)
