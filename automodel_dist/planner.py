@@ -203,8 +203,8 @@ class _Enumerator:
 
     def vpps(self, pp: int) -> list[int]:
         pins = self.p.pins.vpp
-        if pp == 1:
-            return [1] if pins is None or 1 in pins else sorted(pins)
+        if pp == 1:  # without a pipeline there are no virtual stages (AutoModel drops the block)
+            return [1] if pins is None or 1 in pins else []
         natural = [1, *virtual_stage_options(self.p.model.num_layers, pp, MAX_VPP)]
         return _pinned(pins, natural)
 

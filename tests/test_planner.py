@@ -264,3 +264,8 @@ def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:
     for c in found.candidates:
         lay = c.layout
         assert lay.local_batch_size == 4 and lay.micro_batch_size == (1 if lay.pp > 1 else 4)
+
+
+def test_a_virtual_stage_pin_implies_a_pipeline() -> None:
+    found = search(problem_of(intent(model="meta-llama/Llama-3.1-70B", nodes=4, parallelism={"vpp": 2})))
+    assert found.candidates and all(c.layout.pp > 1 and c.layout.vpp == 2 for c in found.candidates)
