@@ -214,6 +214,11 @@ def test_estimate_names_the_open_pins() -> None:
     assert "tp," not in text.split("still open:")[1]
 
 
+def test_estimate_refuses_virtual_stages_without_a_pipeline() -> None:
+    with pytest.raises(InputError, match="needs a pipeline"):
+        estimate(intent(parallelism={**FULL_PINS, "vpp": 2}))
+
+
 def test_estimate_of_an_illegal_pinned_layout_is_a_rule_failure() -> None:
     with pytest.raises(ValidationFailed) as err:
         estimate(intent(parallelism={**FULL_PINS, "ep": 3}))
