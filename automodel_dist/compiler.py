@@ -115,11 +115,6 @@ def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
         allowed = getattr(pins, name)
         return allowed[0] if allowed else default
 
-    if one("pp", 1) == 1 and one("vpp", 1) != 1:
-        raise InputError(f"vpp {one('vpp', 1)} needs a pipeline, but pp is 1",
-                         where=intent.where("parallelism.vpp") if intent else "parallelism.vpp",
-                         hint="pin pp > 1, or vpp: 1")
-
     return make_layout(problem, strategy=one("strategy", "fsdp2"), tp=one("tp", 1), pp=one("pp", 1),
                        cp=one("cp", 1), ep=one("ep", 1), dp_replicate=one("dp_replicate", 1), vpp=one("vpp", 1),
                        activation_checkpointing=one("activation_checkpointing", False),

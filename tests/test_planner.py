@@ -215,7 +215,7 @@ def test_estimate_names_the_open_pins() -> None:
 
 
 def test_estimate_refuses_virtual_stages_without_a_pipeline() -> None:
-    with pytest.raises(InputError, match="needs a pipeline"):
+    with pytest.raises(InputError, match="virtual stages but pp is pinned to 1"):
         estimate(intent(parallelism={**FULL_PINS, "vpp": 2}))
 
 
