@@ -148,7 +148,7 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
         if spec is None:
             findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",
                                               path="distributed.cp_size", hint="pass --model"))
-    findings += _memory_findings(layout, spec, cluster, training, gpu)
+    findings += _memory_findings(config, layout, spec, cluster, training, gpu)
     return findings
 
 
@@ -156,9 +156,10 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _memory_findings(layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec, training: TrainingSpec,
-                     gpu: GpuSpec | None) -> list[Finding]:
-    """With --gpu: does the estimated peak fit the HBM? (needs the model and a sequence length)."""
+def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec,
+                     training: TrainingSpec, gpu: GpuSpec | None) -> list[Finding]:
+    """With --gpu: does the estimated peak fit the HBM? (needs the model and a sequence length; the
+    recipe's own deferred-sync, reduce dtype, loss and checkpointing settings are taken into account)."""
     if gpu is None:
         return []
     missing = [what for what, ok in (("a model", spec is not None), ("a sequence length", training.seq_length > 0))
@@ -168,8 +169,10 @@ def _memory_findings(layout: Layout, spec: ModelSpec | None, cluster: ClusterSpe
                                   path="distributed", hint="pass --model; set packed_sequence_size or "
                                   "dataset.seq_length")]
     from automodel_dist.cost.model import estimate_layout
+    from automodel_dist.cost.recipe import recipe_options
 
-    estimate = estimate_layout(Problem(model=spec, cluster=cluster, training=training, memory_headroom=0.0), layout)
+    estimate = estimate_layout(Problem(model=spec, cluster=cluster, training=training, memory_headroom=0.0), layout,
+                               options=recipe_options(config))
     if estimate.fits:
         return []
     top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]

@@ -1,0 +1,59 @@
+"""Recipe settings outside the Layout reach the cost model: read from a recipe, and used by `validate`."""
+
+from __future__ import annotations
+
+import copy
+
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
+from automodel_dist.cost.recipe import recipe_options
+from automodel_dist.validate import validate_recipe
+
+# The shape of AutoModel's Llama-3.1-70B pretraining benchmark (64 H100, cp 2, dp 32, seq 8192), written
+# for this test with only the keys the cost model and the rules read.
+LLAMA_70B_CP2 = {
+    "step_scheduler": {"global_batch_size": 128, "local_batch_size": 1},
+    "model": {"_target_": "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained",
+              "pretrained_model_name_or_path": "meta-llama/Llama-3.1-70B", "torch_dtype": "bf16"},
+    "dataset": {"_target_": "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset",
+                "seq_len": 8192},
+    "loss_fn": {"_target_": "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy"},
+    "distributed": {"strategy": "fsdp2", "tp_size": 1, "cp_size": 2, "pp_size": 1,
+                    "activation_checkpointing": True, "defer_fsdp_grad_sync": False},
+}
+
+
+def test_an_empty_recipe_means_automodels_defaults():
+    assert recipe_options({}) == AUTOMODEL_DEFAULTS
+
+
+def test_each_setting_is_read():
+    options = recipe_options({
+        "model": {"torch_dtype": "torch.float32"},
+        "loss_fn": {"_target_": "nemo_automodel.components.loss.linear_ce.FusedLinearCrossEntropy"},
+        "distributed": {"defer_fsdp_grad_sync": False, "activation_checkpointing": "Selective",
+                        "mp_policy": {"reduce_dtype": "bfloat16"}},
+    })
+    assert options == RecipeOptions(checkpointing="selective", master_weights="fp32", logit_bytes=0.0,
+                                    defer_grad_sync=False, reduce_dtype="bfloat16")
+    bf16_loss = {"loss_fn": {"_target_": "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy",
+                             "fp32_upcast": False}}
+    assert recipe_options(bf16_loss).logit_bytes == 4.0
+    assert recipe_options({"distributed": {"mp_policy": {"reduce_dtype": "float32"}}}).reduce_bytes == 4
+
+
+def test_malformed_values_fall_back_to_defaults():
+    options = recipe_options({"distributed": {"defer_fsdp_grad_sync": "yes", "mp_policy": "bf16"},
+                              "model": {"torch_dtype": 16}, "loss_fn": "ce"})
+    assert options == AUTOMODEL_DEFAULTS
+
+
+def test_validate_uses_the_recipes_settings_for_the_memory_check():
+    """The benchmark recipe runs on 80 GB H100s; with AutoModel's default deferred gradient sync it OOMs
+    (the recipe's own comment). validate must tell the two apart."""
+    ok = validate_recipe(LLAMA_70B_CP2, world_size=64, gpu="h100")
+    assert ok.errors == []
+    deferred = copy.deepcopy(LLAMA_70B_CP2)
+    deferred["distributed"]["defer_fsdp_grad_sync"] = True
+    oom = validate_recipe(deferred, world_size=64, gpu="h100")
+    assert [f.rule for f in oom.errors] == ["memory-fit"]
+    assert "gradients" in oom.errors[0].message
