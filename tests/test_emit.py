@@ -237,3 +237,19 @@ def test_fp8_settings_follow_the_gpu() -> None:
     assert backend["experts"] == ("te" if backend["dispatcher"] in ("deepep", "hybridep") else "torch_mm")
     ampere = fp8("Qwen/Qwen3-8B", "a100-80gb")
     assert "no FP8 tensor cores" in ampere and "fp8:" not in ampere
+
+
+def test_cli_compile_points_the_schema_line_at_the_shipped_schema(tmp_path: Path, capsys: Any) -> None:
+    from automodel_dist.cli import main
+    from automodel_dist.resources import SCHEMAS_DIR
+
+    intent_path = tmp_path / "intent.yaml"
+    intent_path.write_text("model: Qwen/Qwen3-8B\nhardware: {gpu: h100-80gb, nodes: 1}\n"
+                           "training: {seq_length: 4096, global_batch_size: 64}\n", encoding="utf-8")
+    out = tmp_path / "run" / "recipe.yaml"
+    assert main(["compile", str(intent_path), "-o", str(out)]) == 0
+    line = next(x for x in out.read_text(encoding="utf-8").splitlines() if "$schema=" in x)
+    ref = line.split("$schema=", 1)[1]
+    assert not Path(ref).is_absolute()
+    assert (out.parent / ref).resolve() == (SCHEMAS_DIR / "automodel-recipe.schema.json").resolve()
+    assert "wrote" in capsys.readouterr().err
