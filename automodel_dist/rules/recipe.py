@@ -75,16 +75,17 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
         dist.get("tp_size"))
     if strategy is not None:
         _check_unknown_options(dist, strategy, out)
-    _check_activation_checkpointing(dist, strategy, out)
+    _check_activation_checkpointing(dist, out)
     _check_pipeline_block(dist, pp, model, out)
     if ep > 1 and isinstance(dist.get("moe"), Mapping):
         _unknown_keys(dist["moe"], MOE_KEYS, r.MOE_UNKNOWN_KEY, "distributed.moe", "MoEParallelizerConfig", out)
     if strategy in ("fsdp2", "ddp") and "activation_checkpointing_scope" in dist:
         _check_ac_scope(dist["activation_checkpointing_scope"], out)
+    if isinstance(dist.get("multimodal"), Mapping):  # AutoModel builds it before it checks the strategy's keys
+        _check_multimodal(dist["multimodal"], out)
     if strategy == "fsdp2":
-        _check_multimodal(dist.get("multimodal"), out)
         _check_async_tp(dist, tp, ep, out)
-    _check_dtypes(dist, strategy, pp, ep, out)
+    _check_dtypes(dist, pp, ep, out)
     if strategy == "ddp" and isinstance(dist.get("dp_size"), int) and dist["dp_size"] not in (0, world_size):
         out.append(r.DDP_DP_SIZE_IGNORED.finding(
             f"ddp ignores dp_size={dist['dp_size']}: every one of the {world_size} ranks is a data-parallel rank",
@@ -216,7 +217,7 @@ def _check_unknown_options(dist: Mapping[str, Any], strategy: str, out: list[Fin
     unknown = sorted(str(k) for k in dist if k not in COMMON_KEYS and k not in valid)
     if not unknown:
         return
-    automodel = f"Unknown options for strategy '{strategy}': {unknown}"
+    automodel = f"Unknown options for strategy '{str(dist.get('strategy', 'fsdp2')).lower()}': {unknown}"
     for key in unknown:
         other = [s for s, keys in STRATEGY_KEYS.items() if key in keys]
         if key in KEY_HINTS:
@@ -238,7 +239,7 @@ def _unknown_keys(block: Mapping[str, Any], valid: frozenset[str], rule: r.Rule,
             automodel_message=f"{cls}.__init__() got an unexpected keyword argument '{key}'"))
 
 
-def _check_activation_checkpointing(dist: Mapping[str, Any], strategy: str | None, out: list[Finding]) -> None:
+def _check_activation_checkpointing(dist: Mapping[str, Any], out: list[Finding]) -> None:
     value = dist.get("activation_checkpointing", False)
     try:
         mode = normalize_activation_checkpointing(value)
@@ -246,9 +247,10 @@ def _check_activation_checkpointing(dist: Mapping[str, Any], strategy: str | Non
         out.append(r.AC_VALUE.finding(f"activation_checkpointing {value!r} is not a value AutoModel reads",
                                       hint="use true, false or 'selective'", automodel_message=AC_MESSAGE))
         return
-    if mode == "selective" and strategy not in (None, "fsdp2", "ddp"):
+    raw = dist.get("strategy", "fsdp2")
+    if mode == "selective" and isinstance(raw, str) and raw.lower() not in ("fsdp2", "ddp"):
         out.append(r.SELECTIVE_AC.finding(
-            f"selective activation checkpointing with strategy {strategy}",
+            f"selective activation checkpointing with strategy {raw}",
             hint="use activation_checkpointing: true, or strategy fsdp2",
             automodel_message="selective activation checkpointing is supported only for FSDP2 and DDP configs."))
 
@@ -387,14 +389,12 @@ def _dtype_ok(value: Any) -> bool:
     return (word[len("torch."):] if word.startswith("torch.") else word) in DTYPES
 
 
-def _check_dtypes(dist: Mapping[str, Any], strategy: str | None, pp: int, ep: int, out: list[Finding]) -> None:
-    """dtype strings AutoModel converts at start-up (`dtype_from_str`)."""
-    places: list[tuple[str, Any]] = []
-    if strategy == "fsdp2":
-        mp = _mapping(dist.get("mp_policy"))
-        places += [(f"distributed.mp_policy.{k}", mp[k]) for k in ("param_dtype", "reduce_dtype", "output_dtype")
-                   if k in mp]
-    if strategy in ("fsdp2", "ddp") and "autocast_dtype" in dist:
+def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding]) -> None:
+    """dtype strings AutoModel converts at start-up (`dtype_from_str`), whatever the strategy."""
+    mp = _mapping(dist.get("mp_policy"))
+    places = [(f"distributed.mp_policy.{k}", mp[k]) for k in ("param_dtype", "reduce_dtype", "output_dtype")
+              if k in mp]
+    if "autocast_dtype" in dist:
         places.append(("distributed.autocast_dtype", dist["autocast_dtype"]))
     if pp > 1 and "dtype" in _mapping(dist.get("pipeline")):
         places.append(("distributed.pipeline.dtype", dist["pipeline"]["dtype"]))
