@@ -7,7 +7,7 @@ from typing import Any
 
 from automodel_dist.compiler import CompileResult, layout_json
 from automodel_dist.infeasible import largest_parts
-from automodel_dist.planner import Candidate
+from automodel_dist.planner import THROUGHPUT_TIE, Candidate, simplicity
 
 COLUMNS = ("#", "layout", "peak GiB", "largest memory parts (GiB)", "step s", "tok/s/GPU", "TFLOP/s", "MFU",
            "bound")
@@ -44,6 +44,22 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
     }
 
 
+def why_it_won(result: CompileResult) -> str:
+    """One sentence on what separates the winner from the runner-up."""
+    if not result.alternatives:
+        return "the only layout that fits"
+    best, second = result.estimate, result.alternatives[0].estimate
+    if result.problem.objective == "memory":
+        return f"lowest peak memory ({best.memory_gib:.1f} GiB; next {second.memory_gib:.1f} GiB)"
+    gain = best.tokens_per_s_per_gpu / second.tokens_per_s_per_gpu - 1 if second.tokens_per_s_per_gpu else 0.0
+    gpn = result.problem.cluster.gpus_per_node
+    simpler = simplicity(result.layout, gpn) < simplicity(result.alternatives[0].layout, gpn)
+    if abs(gain) <= THROUGHPUT_TIE and simpler:
+        return (f"ties with #2 within {THROUGHPUT_TIE:.0%} of throughput; the simpler layout wins (fewer "
+                "parallel dimensions, groups inside a node)")
+    return f"{gain:.1%} more tokens/s/GPU than #2"
+
+
 def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
     """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
     if fmt == "json":
@@ -62,6 +78,7 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         f"tokens/s/GPU, bound by {est.bound}",
         "",
     ]
+    lines.insert(3, f"why: {why_it_won(result)}")
     rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate))]
     rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
     lines += _table(rows)

@@ -24,6 +24,7 @@ def test_text_shows_the_winner_runners_up_and_pruning() -> None:
     for row, alt in zip(rows[1:], result.alternatives[:3], strict=True):
         assert alt.layout.short() in row and f"{alt.estimate.memory_gib:.1f}" in row and alt.estimate.bound in row
     assert f"{result.considered} layouts considered" in text
+    assert any(line.startswith("why: ") for line in lines)
     for rule, count in result.pruned.items():
         assert any(rule in line and str(count) in line for line in lines)
 
