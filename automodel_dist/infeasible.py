@@ -50,21 +50,20 @@ def _example(c: Candidate) -> str:
 
 
 def _more_gpus(problem: Problem, attempt: Attempt) -> str | None:
+    """The smallest GPU count that fits: first fill a partly used node, then double the nodes."""
     cluster = problem.cluster
-    preset_gpn = cluster.gpu.gpus_per_node
     shapes: list[tuple[int, int]] = []
-    gpn = cluster.gpus_per_node * 2
-    while cluster.nodes == 1 and gpn <= preset_gpn:
-        shapes.append((1, gpn))
-        gpn *= 2
-    full_gpn = max(cluster.gpus_per_node, preset_gpn if cluster.nodes == 1 else cluster.gpus_per_node)
+    per_node = cluster.gpus_per_node
+    if cluster.nodes == 1:
+        while per_node * 2 <= cluster.gpu.gpus_per_node:
+            per_node *= 2
+            shapes.append((1, per_node))
     node_counts = sorted({cluster.nodes * 2 ** i for i in range(1, 11)} | {2 ** j for j in range(11)})
-    shapes += [(n, full_gpn) for n in node_counts if n > cluster.nodes and n <= MAX_NODES]
-    for nodes, per_node in shapes:
-        varied = replace(problem, cluster=ClusterSpec(gpu=cluster.gpu, nodes=nodes, gpus_per_node=per_node))
-        found = attempt(varied)
+    shapes += [(n, per_node) for n in node_counts if cluster.nodes < n <= MAX_NODES]
+    for nodes, gpus in shapes:
+        found = attempt(replace(problem, cluster=ClusterSpec(gpu=cluster.gpu, nodes=nodes, gpus_per_node=gpus)))
         if found:
-            return (f"more GPUs: {nodes} node(s) × {per_node} ({nodes * per_node} GPUs) instead of "
+            return (f"more GPUs: {nodes} node(s) × {gpus} ({nodes * gpus} GPUs) instead of "
                     f"{cluster.nodes} × {cluster.gpus_per_node}; {_example(found)}")
     return None
 
