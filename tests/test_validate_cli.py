@@ -225,3 +225,15 @@ def test_schema_issues_are_kept_unless_a_rule_already_said_it(tmp_path: Path) ->
     assert ("schema", "distributed.enable_compile") in rules         # so the schema's type error stays
     assert ("am-r3-unknown-option", "distributed.sequence_paralel") in rules
     assert ("schema", "distributed.sequence_paralel") not in rules   # the typo is reported once, by R3
+
+
+def test_yaml_1_1_booleans_read_as_automodel_reads_them(tmp_path: Path) -> None:
+    """AutoModel loads recipes with PyYAML (YAML 1.1): unquoted on/yes are true, quoted ones stay strings."""
+    text = GOOD.replace("  dp_size: none\n", "  dp_size: none\n  enable_async_tensor_parallel: on\n")
+    report = validate_recipe(write(tmp_path, text), world_size=8)
+    assert [f.rule for f in report.errors] == ["am-r23-async-tp-needs-sp"]
+    fixed = text.replace("  dp_size: none\n", "  dp_size: none\n  sequence_parallel: Yes\n")
+    assert validate_recipe(write(tmp_path, fixed, "fixed.yaml"), world_size=8).ok
+    quoted = text.replace("tensor_parallel: on\n", "tensor_parallel: 'on'\n")
+    assert "am-r23-async-tp-needs-sp" not in {f.rule for f in validate_recipe(write(tmp_path, quoted, "q.yaml"),
+                                                                              world_size=8).findings}

@@ -15,9 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ruamel.yaml.scalarstring import ScalarString
+
 from automodel_dist.errors import InputError
 from automodel_dist.yamlio import PathKey, join_path, to_plain
 
+# AutoModel reads recipes with PyYAML (YAML 1.1), where these plain (unquoted) words are booleans; the
+# YAML 1.2 loader used here keeps them as strings. A quoted "yes" stays a string in both.
+YAML11_BOOLEANS = {word: value for words, value in (("yes Yes YES on On ON", True), ("no No NO off Off OFF", False))
+                   for word in words.split()}
 _SPECIAL = {"none": None, "None": None, "true": True, "True": True, "false": False, "False": False}
 _BRACED = re.compile(r"\$\{([^}]+)\}")
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
@@ -119,17 +125,19 @@ def resolve_config(data: Any, environ: Mapping[str, str] | None = None) -> tuple
 
     def walk(value: Any, path: PathKey, key: Any) -> Any:
         if isinstance(value, Mapping):
-            return {k: walk(v, (*path, k), k) for k, v in value.items()}
-        if isinstance(value, list):
+            return {to_plain(k): walk(v, (*path, to_plain(k)), to_plain(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
             return [walk(v, (*path, i), "") for i, v in enumerate(value)]
         if isinstance(value, str):
-            value = _resolve_string(value, path, env, missing)
+            if value in YAML11_BOOLEANS and not isinstance(value, ScalarString):
+                return YAML11_BOOLEANS[value]
+            value = _resolve_string(str(value), path, env, missing)
             if isinstance(key, str) and (key == "_target_" or key.endswith("_fn")):
                 return value
             return translate_value(value)
-        return value
+        return to_plain(value)
 
-    return walk(to_plain(data), (), None), missing
+    return walk(data, (), None), missing
 
 
 def load_config(data: Any, environ: Mapping[str, str] | None = None) -> Any:
