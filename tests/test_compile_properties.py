@@ -52,8 +52,11 @@ def intents(draw: Any) -> dict[str, Any]:
         training["peft"] = {"rank": draw(st.sampled_from((8, 16, 64)))}
     spec = {"model": draw(st.sampled_from(MODELS)), "hardware": hardware, "training": training,
             "objective": draw(st.sampled_from(("throughput", "memory")))}
-    if draw(st.integers(0, 3)) == 0:
-        spec["parallelism"] = {"activation_checkpointing": True}
+    pins = draw(st.sampled_from(({}, {"activation_checkpointing": True}, {"tp": [1, 2]}, {"pp": 1},
+                                 {"local_batch_size": [1, 2, 4]}, {"strategy": ["fsdp2", "megatron_fsdp"]},
+                                 {"pp": [2, 4], "micro_batch_size": 1})))
+    if pins:
+        spec["parallelism"] = pins
     return spec
 
 
