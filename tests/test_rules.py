@@ -75,6 +75,7 @@ LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-r39-gbs-divisible", lay(global_batch_size=12), lay(global_batch_size=16), {}),
     ("am-r39-gbs-divisible", lay(strategy="ddp", global_batch_size=4), lay(strategy="ddp", global_batch_size=8), {}),
     ("am-r37-mok-world", lay(6, dispatcher="mok", global_batch_size=6), lay(8, dispatcher="mok"), {}),
+    ("am-r37-flex-dispatcher-one-gpu", lay(1, dispatcher="deepep"), lay(1, dispatcher="torch"), {}),
     ("am-r24-tp-divides-heads", lay(16, tp=16), lay(16, tp=8), {"model": LLAMA_8B}),
     ("am-r22-ep-needs-moe", lay(ep=2), lay(ep=2), {"model": LLAMA_8B, "good_model": QWEN3_MOE}),
     ("am-r26-ep-divides-experts", lay(16, ep=16), lay(16, ep=8), {"model": MIXTRAL}),

@@ -43,6 +43,12 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
             f"dispatcher mok needs a world size divisible by 4, got {layout.world_size}",
             hint="use dispatcher deepep or torch, or a world size divisible by 4",
             automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {layout.world_size}"))
+    elif layout.dispatcher in ("deepep", "hybridep", "uccl_ep") and layout.world_size == 1:
+        out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
+            f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
+            hint="set model.backend.dispatcher: torch for single-GPU runs",
+            automodel_message=f"'{layout.dispatcher}' dispatcher is enabled in config, but world size is 1. Expert "
+                              "parallelism requires multiple GPUs. Falling back to standard GroupedExperts."))
     if cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, out)
     return out

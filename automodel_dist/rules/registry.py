@@ -130,6 +130,9 @@ GBS_DIVISIBLE = register(
 MOK_WORLD = register(
     "am-r37-mok-world", ERROR, "model.backend.dispatcher",
     "dispatcher mok needs a world size divisible by 4", automodel=("R37",))
+FLEX_DISPATCHER_ONE_GPU = register(
+    "am-r37-flex-dispatcher-one-gpu", WARNING, "model.backend.dispatcher",
+    "deepep / hybridep / uccl_ep on a single GPU fall back to plain grouped experts", automodel=("R37",))
 TP_DIVIDES_HEADS = register(
     "am-r24-tp-divides-heads", ERROR, "distributed.tp_size",
     "tp must divide the attention and the key/value head counts", automodel=("R24",), needs=("model",))
