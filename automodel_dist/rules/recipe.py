@@ -67,12 +67,11 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     dist = _mapping(config.get("distributed"))
     if "distributed" not in config:
         out.append(r.DISTRIBUTED_MISSING.finding(
-            "the recipe has no distributed: section; AutoModel fails reading cfg.distributed",
-            path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)",
-            automodel_message="AttributeError: distributed"))
+            "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
+            "cfg.distributed", path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is "
+            "inferred)"))
     strategy = _check_strategy(dist, out)
-    pp, ep, tp = _lenient_size(dist.get("pp_size")), _lenient_size(dist.get("ep_size")), _lenient_size(
-        dist.get("tp_size"))
+    pp, ep, tp = (_lenient_size(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
     if strategy is not None:
         _check_unknown_options(dist, strategy, out)
     _check_activation_checkpointing(dist, out)
