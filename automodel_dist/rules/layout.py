@@ -190,7 +190,9 @@ def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
             if n_micro < vpp:
                 out.append(r.MICROBATCHES_BELOW_STAGES.finding(
                     f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
-                    hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})"))
+                    hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})",
+                    automodel_message=f"Number of microbatches ({n_micro}) is less than the total number of stages "
+                                      f"({vpp}) which may result in a bubble in the pipeline."))
             _check_schedule_microbatches(layout.pp_schedule, n_micro, pp, vpp, mbs, out)
     schedule = layout.pp_schedule
     if schedule is None:  # an unknown or missing name is the recipe rule am-r32-schedule-name
