@@ -167,7 +167,7 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
      {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
     ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
-     {"checkpoint.checkpoint_dir": "${oc.env:AMD_TEST_UNSET_DIR,/tmp}/ckpt"}, {}),
+     {"checkpoint.checkpoint_dir": "${oc.env:AMD_TEST_UNSET_DIR,/shared/runs}/ckpt"}, {}),
     ("am-distributed-missing", {"distributed": DELETE}, {}, {}),
     ("am-r3-unknown-strategy", {"distributed.strategy": "zero3"}, {"distributed.strategy": "MFSDP"}, {}),
     ("am-r3-unknown-strategy", {"distributed.strategy": None}, {"distributed.strategy": "FSDP2"}, {}),
