@@ -18,7 +18,8 @@ from automodel_dist.rules.registry import divisors, listing
 
 # Model families AutoModel runs with its own implementation (BackendConfig, TE attention by default),
 # which is what packed sequences with context parallelism need (AutoModel `supports_cp_with_sequence_packing`:
-# TE or Magi attention). Families served by plain Hugging Face code (e.g. mixtral) lack it.
+# TE, Magi or THD-native tilelang attention). Hugging Face code (e.g. mixtral) has it only with
+# `model.attn_implementation: te`.
 PACKED_CP_FAMILIES = frozenset({
     "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v3", "kimi_k2", "gpt_oss",
 })
@@ -38,17 +39,8 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
         _check_model(layout, model, out)
     if training is not None and training.packed_sequences and layout.cp > 1:
         check_cp_packing(layout, model, training, out)
-    if layout.dispatcher == "mok" and layout.world_size % 4:
-        out.append(r.MOK_WORLD.finding(
-            f"dispatcher mok needs a world size divisible by 4, got {layout.world_size}",
-            hint="use dispatcher deepep or torch, or a world size divisible by 4",
-            automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {layout.world_size}"))
-    elif layout.dispatcher in ("deepep", "hybridep", "uccl_ep") and layout.world_size == 1:
-        out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
-            f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
-            hint="set model.backend.dispatcher: torch for single-GPU runs",
-            automodel_message=f"'{layout.dispatcher}' dispatcher is enabled in config, but world size is 1. Expert "
-                              "parallelism requires multiple GPUs. Falling back to standard GroupedExperts."))
+    if layout.dispatcher is not None:
+        _check_dispatcher(layout, out)
     if cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, out)
     return out
@@ -337,6 +329,22 @@ def check_cp_packing(layout: Layout, model: ModelSpec | None, training: Training
             hint=f"set {fix}, or packed_sequence.packed_sequence_size: 0, or cp_size: 1",
             automodel_message=f"Context parallelism (cp_size={cp}) with packed sequences is not supported for "
                               f"{model.name}."))
+
+
+def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
+    """The MoE token dispatcher against the world size (AutoModel `MoE.__init__`)."""
+    world = layout.world_size
+    if layout.dispatcher == "mok" and world % 4:
+        out.append(r.MOK_WORLD.finding(
+            f"dispatcher mok needs a world size divisible by 4, got {world}",
+            hint="use dispatcher deepep or torch, or a world size divisible by 4",
+            automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {world}"))
+    elif layout.dispatcher in ("deepep", "hybridep", "uccl_ep") and world == 1:
+        out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
+            f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
+            hint="set model.backend.dispatcher: torch for single-GPU runs",
+            automodel_message=f"'{layout.dispatcher}' dispatcher is enabled in config, but world size is 1. Expert "
+                              "parallelism requires multiple GPUs. Falling back to standard GroupedExperts."))
 
 
 def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) -> None:
