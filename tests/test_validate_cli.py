@@ -237,3 +237,12 @@ def test_yaml_1_1_booleans_read_as_automodel_reads_them(tmp_path: Path) -> None:
     quoted = text.replace("tensor_parallel: on\n", "tensor_parallel: 'on'\n")
     assert "am-r23-async-tp-needs-sp" not in {f.rule for f in validate_recipe(write(tmp_path, quoted, "q.yaml"),
                                                                               world_size=8).findings}
+
+
+def test_diffusion_recipes_are_out_of_scope_not_rejected(tmp_path: Path) -> None:
+    text = ("model:\n  pretrained_model_name_or_path: some/video-model\nstep_scheduler:\n  global_batch_size: 8\n"
+            "  log_every: 2\nfsdp:\n  dp_replicate_size: 2\n  dp_size: 16\nflow_matching:\n  flow_shift: 3.0\n")
+    report = validate_recipe(write(tmp_path, text), world_size=32)
+    assert report.ok
+    [note] = report.findings
+    assert note.rule == "skipped" and "diffusion" in note.message
