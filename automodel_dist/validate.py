@@ -171,12 +171,13 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
     recipe's own deferred-sync, reduce dtype, loss and checkpointing settings are taken into account)."""
     if gpu is None:
         return []
-    missing = [what for what, ok in (("a model", spec is not None), ("a sequence length", training.seq_length > 0))
-               if not ok]
+    missing = [(what, fix) for what, fix, ok in (
+        ("no model", "pass --model", spec is not None),
+        ("no sequence length", "set packed_sequence.packed_sequence_size or dataset.seq_length",
+         training.seq_length > 0)) if not ok]
     if missing:
-        return [r.SKIPPED.finding(f"memory fit not estimated: the recipe gives no {' or '.join(missing)}",
-                                  path="distributed", hint="pass --model; set packed_sequence_size or "
-                                  "dataset.seq_length")]
+        return [r.SKIPPED.finding(f"memory fit not estimated: {' and '.join(w for w, _ in missing)}",
+                                  path="distributed", hint="; ".join(f for _, f in missing))]
     from automodel_dist.cost.model import estimate_layout
     from automodel_dist.cost.recipe import recipe_options
 
@@ -186,11 +187,13 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
         return []
     top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
     parts = ", ".join(f"{name} {gib:.1f}" for name, gib in top)
+    remedies = ["set distributed.activation_checkpointing: true"] if not layout.activation_checkpointing else []
+    if layout.local_batch_size > 1:
+        remedies.append("lower step_scheduler.local_batch_size")
+    remedies.append("shard more (tp, pp, cp, ep); `automodel-dist compile` searches these for you")
     return [r.MEMORY_FIT.finding(
         f"estimated peak {estimate.memory_gib:.1f} GiB per GPU exceeds the {gpu.name}'s {gpu.hbm_gib:.0f} GiB "
-        f"(largest parts, GiB: {parts})",
-        hint="turn on activation_checkpointing, lower local_batch_size, or shard more (tp, pp, cp, ep); "
-             "`automodel-dist compile` searches these for you")]
+        f"(largest parts, GiB: {parts})", hint="; ".join(remedies))]
 
 
 def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:
