@@ -181,13 +181,17 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
     from automodel_dist.cost.model import estimate_layout
     from automodel_dist.cost.recipe import recipe_options
 
+    options = recipe_options(config)
     estimate = estimate_layout(Problem(model=spec, cluster=cluster, training=training, memory_headroom=0.0), layout,
-                               options=recipe_options(config))
+                               options=options)
     if estimate.fits:
         return []
     top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
     parts = ", ".join(f"{name} {gib:.1f}" for name, gib in top)
     remedies = ["set distributed.activation_checkpointing: true"] if not layout.activation_checkpointing else []
+    if options.defer_grad_sync and layout.grad_accumulation > 1 and top[0][0] == "gradients":
+        remedies.append("set distributed.defer_fsdp_grad_sync: false (deferred sync holds unsharded gradients "
+                        f"across the {layout.grad_accumulation} accumulation steps)")
     if layout.local_batch_size > 1:
         remedies.append("lower step_scheduler.local_batch_size")
     remedies.append("shard more (tp, pp, cp, ep); `automodel-dist compile` searches these for you")
