@@ -21,7 +21,7 @@ from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
-from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe
+from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.targets.automodel.config import load_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
@@ -106,9 +106,10 @@ class MeshReport:
 
 
 # AutoModel's checks up to and including mesh creation (reference/automodel.md §4: YAML parsing R3–R8,
-# mesh creation R9–R16), plus ours on the same stage. Batch, schedule and model rules come later in
-# AutoModel's start-up and belong to `validate`.
-MESH_STAGE_AUTOMODEL_RULES = frozenset(f"R{n}" for n in range(3, 17))
+# mesh creation R9–R16, and R42, the student/teacher rank split of distillation with separate meshes),
+# plus ours on the same stage. Batch, schedule and model rules come later in AutoModel's start-up and
+# belong to `validate`.
+MESH_STAGE_AUTOMODEL_RULES = frozenset({*(f"R{n}" for n in range(3, 17)), "R42"})
 MESH_STAGE_RULES = frozenset(rule.id for rule in (r.WORLD_PRODUCT, r.DISTRIBUTED_MISSING, r.PIPELINE_UNKNOWN_KEY,
                                                   r.MOE_UNKNOWN_KEY, r.DTYPE_STRING))
 
@@ -129,7 +130,11 @@ def _located(finding: Finding, doc: Document) -> Finding:
 
 
 def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
-    """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage."""
+    """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage.
+
+    For distillation on separate meshes the layout is the student's, on its own ranks [0, s): the
+    teacher's mesh takes the ranks after it (AutoModel's `create_kd_distributed_setups`).
+    """
     try:
         config = load_config(doc.data)
     except InputError as exc:  # an unset ${VAR}: point at its line in the file, not only its dotted key
@@ -139,8 +144,14 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
                 if decides_meshes(f)]
     layout = None
     if not any(f.rule in BLOCKING_RULES for f in findings):
+        kd = kd_mesh_sizes(config)
+        if kd:
+            findings.append(r.KD_MESHES.finding(
+                f"distillation on separate meshes: these are the student's meshes on ranks 0-{kd[0] - 1}; "
+                f"the teacher's (teacher_distributed) take ranks {kd[0]}-{kd[0] + kd[1] - 1}",
+                severity=NOTE, hint="dry-run the teacher_distributed section on its own to see its meshes"))
         try:
-            layout = layout_from_config(config, world_size=world_size)
+            layout = layout_from_config(config, world_size=kd[0] if kd else world_size)
         except RecipeValueError as exc:
             raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
         findings += [f for f in check_layout(layout) if decides_meshes(f)]
@@ -235,6 +246,8 @@ def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int 
 
     t = time.perf_counter()
     layout, findings = _judge(doc, world_size=world_size, gpus_per_node=gpus_per_node)
+    if layout is not None:
+        world_size = layout.world_size
     domain = min(max(nvlink_domain or gpus_per_node, gpus_per_node), world_size)
     report = MeshReport(layout=layout, world_size=world_size, gpus_per_node=gpus_per_node, nvlink_domain=domain,
                         source=doc.filename, findings=findings, torch_version=torch_version)
