@@ -33,12 +33,10 @@ class Finding:
         return asdict(self)
 
 
-@dataclass
-class Report:
-    """Every finding on one recipe; `ok` means no errors (warnings and notes allowed)."""
+class BySeverity:
+    """`errors`, `warnings` and `notes` of a report's `findings` (validate's Report and dry-run's MeshReport)."""
 
-    findings: list[Finding] = field(default_factory=list)
-    source: str = ""
+    findings: list[Finding]
 
     @property
     def errors(self) -> list[Finding]:
@@ -51,6 +49,14 @@ class Report:
     @property
     def notes(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == NOTE]
+
+
+@dataclass
+class Report(BySeverity):
+    """Every finding on one recipe; `ok` means no errors (warnings and notes allowed)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    source: str = ""
 
     @property
     def ok(self) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import AutomodelDistError, InputError
-from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
+from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
@@ -52,7 +52,7 @@ class RankView:
 
 
 @dataclass
-class MeshReport:
+class MeshReport(BySeverity):
     """The meshes of one recipe on `world_size` ranks, or the findings that stop them being built.
 
     `layout` is None when the recipe's distributed section cannot be read as one (e.g. an unknown strategy).
@@ -79,14 +79,6 @@ class MeshReport:
     timing: dict[str, float] = field(default_factory=dict)
     torch_version: str = ""
     plan: MeshPlan | None = None
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == ERROR]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == WARNING]
 
     @property
     def ok(self) -> bool:
