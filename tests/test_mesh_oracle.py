@@ -7,7 +7,6 @@ axes, and the sampled ranks' coordinates and groups on every axis; on invalid se
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from automodel_oracle import Oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recipe_fixtures import VALID, fixture_world_size
 
 from automodel_dist.errors import InputError
 from automodel_dist.targets.automodel.config import load_config
@@ -202,20 +202,10 @@ def test_non_positive_sizes_are_input_errors(oracle: Oracle, section: dict[str, 
     assert next(iter(section)) in str(result)
 
 
-FIXTURES = Path(__file__).parent / "fixtures" / "recipes" / "valid"
-
-
-def fixture_world(path: Path) -> int:
-    """The `# world: NODES x GPUS` header each valid recipe fixture carries."""
-    match = re.search(r"^# world:\s*(\d+)\s*x\s*(\d+)", path.read_text(encoding="utf-8"), re.MULTILINE)
-    assert match, f"{path.name} has no '# world: NODES x GPUS' header"
-    return int(match.group(1)) * int(match.group(2))
-
-
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
 def test_valid_recipes_build_as_automodel_builds_them(oracle: Oracle, path: Path) -> None:
     """Recipes shaped like public AutoModel ones build, at their world size, exactly as AutoModel builds them."""
-    world = fixture_world(path)
+    world = fixture_world_size(path)
     report = build_meshes(path, world_size=world)
     assert report.ok, [f"{f.rule}: {f.message}" for f in report.errors]
     config = load_config(load_document(path).data)

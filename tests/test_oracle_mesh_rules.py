@@ -20,6 +20,7 @@ import pytest
 from automodel_oracle import Oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recipe_fixtures import INVALID, VALID, fixture_expect, fixture_world, fixture_world_size
 
 from automodel_dist.errors import InputError
 from automodel_dist.rules import registry as r
@@ -28,9 +29,6 @@ from automodel_dist.validate import validate_recipe
 MESH_RULES = frozenset(rule.id for rule in (
     r.UNKNOWN_STRATEGY, r.AC_VALUE, r.SELECTIVE_AC, r.PIPELINE_MISSING, r.WORLD_DIVISIBLE, r.WORLD_PRODUCT,
     r.HSDP_NEEDS_FSDP2, r.STRATEGY_FEATURE, r.DP_REPLICATE_MULTIPLE, r.DP_REPLICATE_BELOW_DP, r.EP_DIVIDES_NON_PP))
-FIXTURES = Path(__file__).parent / "fixtures" / "recipes"
-WORLD_HEADER = re.compile(r"^# world:\s*(\d+)\s*x\s*(\d+)", re.MULTILINE)
-EXPECT_HEADER = re.compile(r"^# expect:\s*([^|\n]+?)\s*(?:\||$)", re.MULTILINE)
 
 sizes = st.sampled_from([None, 1, 2, 3, 4, 8])
 sections = st.fixed_dictionaries({}, optional={
@@ -112,36 +110,22 @@ def test_explicit_dp_leaving_ranks_out_is_rejected_though_automodel_accepts(orac
     assert finding.rule == "mesh-world-product" and "covers only 4 of 8 ranks" in finding.message
 
 
-def _world(path: Path) -> int:
-    match = WORLD_HEADER.search(path.read_text(encoding="utf-8"))
-    assert match, f"{path.name} lacks a `# world: NODES x GPUS` header"
-    return int(match.group(1)) * int(match.group(2))
-
-
-VALID = sorted((FIXTURES / "valid").glob("*.yaml"))
-INVALID = sorted((FIXTURES / "invalid").glob("*.yaml"))
-
-
 def test_fixture_directories_are_populated() -> None:
     assert len(VALID) >= 10 and len(INVALID) >= 10
 
 
 @pytest.mark.parametrize("path", VALID, ids=[p.stem for p in VALID])
 def test_valid_recipes_have_no_errors(path: Path) -> None:
-    match = WORLD_HEADER.search(path.read_text(encoding="utf-8"))
-    assert match
-    report = validate_recipe(path, world_size=_world(path), gpus_per_node=int(match.group(2)))
+    nodes, gpus_per_node = fixture_world(path)
+    report = validate_recipe(path, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node)
     assert report.errors == [], [(f.rule, f.path, f.message) for f in report.errors]
 
 
 @pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
 def test_invalid_recipes_fail_at_the_expected_key(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    expected = EXPECT_HEADER.search(text)
-    assert expected, f"{path.name} lacks an `# expect: dotted.key | ...` header"
-    key = expected.group(1)
+    key, _ = fixture_expect(path)
     try:
-        report = validate_recipe(path, world_size=_world(path))
+        report = validate_recipe(path, world_size=fixture_world_size(path))
     except InputError as exc:  # unreadable values are input errors (exit 2) located at their key
         assert exc.where and re.search(r":\d+:\d+$", exc.where), exc
         return

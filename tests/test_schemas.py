@@ -10,25 +10,20 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from recipe_fixtures import INVALID, VALID, fixture_expect, fixture_world
 from recipe_section_oracle import automodel_section_verdicts
 
 from automodel_dist.resources import SCHEMAS_DIR
 from automodel_dist.schema_check import ERROR, WARNING, SchemaIssue, load_schema, schema_issues
 from automodel_dist.yamlio import load_document
 
-RECIPES = Path(__file__).parent / "fixtures" / "recipes"
-VALID = sorted((RECIPES / "valid").glob("*.yaml"))
-INVALID = sorted((RECIPES / "invalid").glob("*.yaml"))
 RECIPE_SCHEMA = "automodel-recipe.schema.json"
-WORLD = re.compile(r"^# world: (\d+) x (\d+)$", re.M)
-EXPECT = re.compile(r"^# expect: (\S+) \| (.+)$", re.M)
 
 
 def recipe_issues(source: Any) -> list[SchemaIssue]:
@@ -88,7 +83,7 @@ def test_intent_objects_are_closed() -> None:
 def test_there_are_enough_realistic_fixtures_each_with_its_world_size() -> None:
     assert len(VALID) >= 30 and len(INVALID) >= 15
     for path in VALID + INVALID:
-        assert WORLD.search(path.read_text()), f"{path.name}: needs a '# world: NODES x GPUS' header"
+        fixture_world(path)
 
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
@@ -98,7 +93,7 @@ def test_valid_recipes_have_no_schema_errors(path: Path) -> None:
 
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
 def test_invalid_neighbours_are_rejected_for_the_expected_reason(path: Path) -> None:
-    dotted, why = EXPECT.search(path.read_text()).groups()
+    dotted, why = fixture_expect(path)
     found = errors(path)
     assert found, path.name
     hit = [i for i in found if i.dotted == dotted]
