@@ -6,10 +6,6 @@ from dataclasses import dataclass, field
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 
-TASKS = ("pretrain", "sft", "peft")
-PRECISIONS = ("bf16", "fp8")
-OBJECTIVES = ("throughput", "memory")
-
 
 @dataclass(frozen=True)
 class TrainingSpec:
@@ -45,10 +41,6 @@ class Pins:
     def allows(self, name: str, value: object) -> bool:
         allowed = getattr(self, name)
         return allowed is None or value in allowed
-
-    def open_choices(self) -> list[str]:
-        """Pins that still leave more than one value (what `estimate` refuses)."""
-        return [name for name in self.__dataclass_fields__ if (v := getattr(self, name)) is None or len(v) != 1]
 
 
 @dataclass(frozen=True)

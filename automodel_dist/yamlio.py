@@ -170,7 +170,3 @@ def dump_yaml(data: Any, *, explicit_null: bool = False) -> str:
         yaml.Representer = _ExplicitNullRepresenter
     yaml.dump(data, stream)
     return stream.getvalue()
-
-
-def new_map(items: Mapping[str, Any] | None = None) -> CommentedMap:
-    return CommentedMap(items or {})
