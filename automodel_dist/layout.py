@@ -17,7 +17,10 @@ MULTI_STAGE_SCHEDULES = ("interleaved1f1b", "loopedbfs", "interleavedzerobubble"
 V_SCHEDULES = ("zbvzerobubble", "dualpipev")
 PP_SCHEDULES = (*SINGLE_STAGE_SCHEDULES, *MULTI_STAGE_SCHEDULES, "pipelineschedulesingle", "pipelineschedulemulti")
 
-DISPATCHERS = ("torch", "deepep", "hybridep", "uccl_ep", "mok")
+# AutoModel's MoE token dispatchers beyond plain `torch`: the first three do inter-node all-to-all; MoK
+# fuses dispatch and combine inside one NVLink domain.
+INTER_NODE_DISPATCHERS = ("deepep", "hybridep", "uccl_ep")
+FLEX_DISPATCHERS = (*INTER_NODE_DISPATCHERS, "mok")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,13 @@ from math import gcd
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import ep_group_in_domain
 from automodel_dist.findings import Finding
-from automodel_dist.layout import MULTI_STAGE_SCHEDULES, SINGLE_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.layout import (
+    INTER_NODE_DISPATCHERS,
+    MULTI_STAGE_SCHEDULES,
+    SINGLE_STAGE_SCHEDULES,
+    V_SCHEDULES,
+    Layout,
+)
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import divisors, listing
@@ -339,7 +345,7 @@ def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
             f"dispatcher mok needs a world size divisible by 4, got {world}",
             hint="use dispatcher deepep or torch, or a world size divisible by 4",
             automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {world}"))
-    elif layout.dispatcher in ("deepep", "hybridep", "uccl_ep") and world == 1:
+    elif layout.dispatcher in INTER_NODE_DISPATCHERS and world == 1:
         out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
             f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
             hint="set model.backend.dispatcher: torch for single-GPU runs",
@@ -365,7 +371,7 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) ->
 
 def _ep_domain_hint(layout: Layout, domain: int) -> str:
     inside = f"ep_size values inside the domain: {listing([d for d in divisors(domain) if d > 1])}"
-    if layout.dispatcher in ("deepep", "hybridep", "uccl_ep"):
+    if layout.dispatcher in INTER_NODE_DISPATCHERS:
         return f"{layout.dispatcher} handles inter-node all-to-all; if it is the bottleneck, use {inside}"
     return f"use {inside}, or an inter-node dispatcher (model.backend.dispatcher: deepep or hybridep)"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import Finding
-from automodel_dist.layout import PP_SCHEDULES
+from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
 from automodel_dist.rules import registry as r
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
@@ -420,7 +420,7 @@ def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:
         return
     linear, experts = backend.get("linear", "te"), backend.get("experts", "torch_mm")
     dispatcher = backend.get("dispatcher", "deepep")
-    if experts in ("te", "gmm") and dispatcher not in ("deepep", "hybridep", "uccl_ep", "mok"):
+    if experts in ("te", "gmm") and dispatcher not in FLEX_DISPATCHERS:
         experts = "torch_mm"  # AutoModel rewrites TE/gmm experts without a flex dispatcher
     if backend.get("te_fp8") is not None and linear != "te" and experts != "te":
         out.append(r.TE_FP8_BACKEND.finding(

@@ -18,7 +18,7 @@ from typing import Any
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding
-from automodel_dist.layout import Layout
+from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
@@ -32,7 +32,6 @@ from automodel_dist.yamlio import Document, load_document
 # NVLink 4 at 450 GB/s; one 400 Gb/s InfiniBand NDR port per GPU at 50 GB/s).
 TYPICAL_NVLINK_GBPS = 450.0
 TYPICAL_INTERNODE_GBPS = 50.0
-INTER_NODE_DISPATCHERS = ("deepep", "hybridep", "uccl_ep")
 
 
 class MeshMismatchError(AutomodelDistError):
