@@ -78,7 +78,7 @@ def problem_and_layout(row: CalibrationRow) -> tuple[Problem, Layout]:
 def options(row: CalibrationRow) -> RecipeOptions:
     return RecipeOptions(checkpointing=row.checkpointing, master_weights=row.master_weights,
                          logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
-                         reduce_dtype=row.reduce_dtype)
+                         reduce_dtype=row.reduce_dtype, async_tp=row.async_tp)
 
 
 def evaluate(row: CalibrationRow) -> RowResult:

@@ -66,6 +66,7 @@ class CalibrationRow:
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
+    async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
@@ -82,7 +83,7 @@ def _lora(name: str, model: str, gpus: int, tp: int, step_s: float, tflops: floa
         name=name, source=AUTOMODEL, model=model, gpu="h100", world_size=gpus,
         layout={"tp": tp, "local_batch_size": 2, "activation_checkpointing": ac, "sequence_parallel": tp > 1},
         seq_length=4096, global_batch_size=32, task="peft", peft_rank=16, defer_grad_sync=gpus == 1,
-        checkpointing="full" if ac else "none", tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
+        checkpointing="full" if ac else "none", async_tp=tp > 1, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
         notes=f"{step_s} s/step; LoRA rank 16 on all linear layers; {note}",
     )
 
@@ -93,12 +94,12 @@ _MULTI_GPU_LORA = ("AC not recorded in the table; the 70B PEFT benchmark recipe 
 
 def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *, precision: str,
            checkpointing: str, tps: float, memory_gib: float, notes: str, gpu: str = "h100",
-           memory_role: str = "fit") -> CalibrationRow:
+           memory_role: str = "fit", async_tp: bool = False) -> CalibrationRow:
     """A torchtitan run: fp32 master weights, throughput held out (eager/compile, not AutoModel's TE)."""
     return CalibrationRow(
         name=name, source=TITAN_H200 if gpu == "h200" else TITAN_H100, model=model, gpu=gpu, world_size=world,
         layout=layout, seq_length=seq, global_batch_size=gbs, precision=precision, checkpointing=checkpointing,
-        master_weights="fp32", tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
+        master_weights="fp32", async_tp=async_tp, tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
         hbm_gib=TITAN_HBM_GIB if gpu == "h100" else None, role="held-out", memory_role=memory_role, notes=notes,
     )
 
@@ -108,12 +109,13 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
               gpu: str = "h100", notes: str) -> CalibrationRow:
-    """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch; all held out."""
+    """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
+    overlapped with the GEMMs (TE userbuffers, on in its performance recipes); all held out."""
     return CalibrationRow(
         name=name, source=source, model=model, gpu=gpu, world_size=world, layout=layout, seq_length=seq,
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
-        defer_grad_sync=False, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, memory_gib=memory_gib,
-        memory_metric="allocated", role="held-out", memory_role="held-out", notes=notes,
+        defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
+        memory_gib=memory_gib, memory_metric="allocated", role="held-out", memory_role="held-out", notes=notes,
     )
 
 
@@ -198,16 +200,17 @@ ROWS: tuple[CalibrationRow, ...] = (
            notes="Table 4, compile + Float8, no AsyncTP; 500 W H100"),
     _titan("TT Llama-3.1-405B FSDP8 TP8 PP8 1F1B", _L405B, 512,
            {**_TP8, "pp": 8, "pp_schedule": "1f1b", "local_batch_size": 32, "micro_batch_size": 4}, 8192, 256,
-           precision="fp8", checkpointing="full", tps=100, memory_gib=82.5,
+           precision="fp8", checkpointing="full", tps=100, memory_gib=82.5, async_tp=True,
            notes="Table 5, compile + Float8 + AsyncTP; 8 micro batches (one per stage); 500 W H100"),
     _titan("TT Llama-3.1-405B FSDP8 TP8 PP8 interleaved", _L405B, 512,
            {**_TP8, "pp": 8, "vpp": 2, "pp_schedule": "interleaved1f1b", "local_batch_size": 32,
             "micro_batch_size": 2}, 8192, 256, precision="fp8", checkpointing="full", tps=128, memory_gib=72.7,
+           async_tp=True,
            notes="Table 5; 2 stages per rank, 16 micro batches (one per stage); 500 W H100"),
     *(
         _titan(f"TT Llama-3.1-405B FSDP{8 // cp} CP{cp} TP8 PP8 seq{seq // 1024}k", _L405B, 512,
                {**_TP8, "pp": 8, "cp": cp, "pp_schedule": "1f1b", "local_batch_size": 8, "micro_batch_size": 1},
-               seq, 8 * (8 // cp), precision="fp8", checkpointing="full", tps=tps, memory_gib=mem,
+               seq, 8 * (8 // cp), precision="fp8", checkpointing="full", tps=tps, memory_gib=mem, async_tp=True,
                notes="Table 6, compile + Float8 + AsyncTP, 1F1B with 8 micro batches; 500 W H100")
         for cp, seq, tps, mem in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9), (4, 131072, 31, 77.1),
                                   (8, 262144, 16, 84.9))

@@ -148,7 +148,8 @@ class RecipeOptions:
     one; 0 for a fused linear cross entropy that never materializes them). `defer_grad_sync`: FSDP2 keeps
     unsharded gradients across micro batches (AutoModel's `defer_fsdp_grad_sync`, default true).
     `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
-    gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both).
+    gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
+    `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
     """
 
     checkpointing: str | None = None
@@ -156,6 +157,7 @@ class RecipeOptions:
     logit_bytes: float | None = None
     defer_grad_sync: bool = True
     reduce_dtype: str = "float32"
+    async_tp: bool = False
 
     @property
     def reduce_bytes(self) -> int:

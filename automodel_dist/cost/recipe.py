@@ -48,4 +48,5 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         logit_bytes=logit_bytes,
         defer_grad_sync=defer if isinstance(defer, bool) else AUTOMODEL_DEFAULTS.defer_grad_sync,
         reduce_dtype="bfloat16" if reduce in _SIXTEEN_BIT else "float32",
+        async_tp=distributed.get("enable_async_tensor_parallel") is True,
     )

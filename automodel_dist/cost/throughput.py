@@ -46,9 +46,33 @@ GENERATION_EFFICIENCY = {"8": 1.05, "9": 1.0, "10": 0.8}
 # fp8 linear layers run at this share of the fp8 peak's efficiency (fit: torchtitan Llama 3.1 8B
 # compile vs compile+Float8, 6,667 -> 8,532 tokens/s/GPU, peers.md §6/§7).
 FP8_RELATIVE_EFFICIENCY = 0.68
-# Achievable share of the link bandwidth for ring collectives (NVLink, inter-node network).
-NVLINK_EFFICIENCY = 0.75
+# Achievable share of the quoted link bandwidth for ring collectives. Vendors quote NVLink per GPU as
+# both directions together (H100: 900 GB/s = 450 each way); a ring sends one way, and NCCL's measured
+# bus bandwidth on 8xH100 NVSwitch is about 360-450 GB/s, so 0.4 of the quoted figure. The network
+# figure is one direction already (400 Gb/s NIC per GPU).
+NVLINK_EFFICIENCY = 0.4
 INTERNODE_EFFICIENCY = 0.8
+# AutoModel's tensor parallelism is DTensor's (torch ColwiseParallel/RowwiseParallel plans): its
+# all-gathers and reduce-scatters run on the critical path, with no TE userbuffer overlap as in
+# Megatron. `enable_async_tensor_parallel` (torch's micro-pipelined async TP) hides most of them
+# behind the GEMMs; this share stays exposed (the first and last chunk of each decomposed collective).
+ASYNC_TP_EXPOSED = 0.3
+# Context parallelism (TE's P2P ring attention, `cp_comm_type: p2p`): each of the cp-1 ring steps
+# exchanges a K/V chunk while attending to the previous one. Only part of the attention time hides the
+# exchange (the copy engines and the attention kernel share SMs and HBM), each step pays a P2P
+# launch/synchronization latency, and every step after the first rescales the running output with the
+# new softmax statistics in fp32: memory-bound work worth CP_CORRECTION_TOKENS / chunk of the step's
+# attention (H100: ~3.35 TB/s HBM against ~500 TFLOP/s of attention, ~12 bytes per output element
+# against 4·chunk FLOPs). At a few thousand tokens per rank none of this hides, which is why
+# Megatron-Bridge adds CP only from 8K-16K tokens (megatron-bridge.md §4, A1).
+CP_OVERLAP = 0.5
+CP_STEP_LATENCY_S = 30e-6
+CP_CORRECTION_TOKENS = 440.0
+# Fused attention reaches its efficiency only on long blocks: the share of it one kernel call reaches is
+# chunk / (chunk + ATTENTION_BLOCK_TOKENS) (FlashAttention-2/3 papers: 512-token sequences run at about
+# half the 16K-token rate). A call covers the whole sequence without CP and, under CP's load-balanced
+# causal split, a block of seq / (2·cp) tokens.
+ATTENTION_BLOCK_TOKENS = 512.0
 # Achievable share of the link bandwidth for the MoE dispatch/combine. The flex dispatchers (DeepEP,
 # HybridEP, UCCL-EP, MoK) run all-to-all kernels and send a token once per remote NVLink domain, then
 # forward it inside the domain; torch's path moves tokens with DTensor all-gather/reduce-scatter.
@@ -72,7 +96,7 @@ NOT_MODELED = (
     "host overhead, kernel launch gaps and data loading",
     "the optimizer step (memory-bandwidth bound, small when sharded)",
     "stragglers, network contention and routing imbalance",
-    "async TP, EP overlap and CUDA graphs",
+    "EP overlap (AutoModel has none) and CUDA graphs",
 )
 
 
@@ -178,7 +202,9 @@ def time_breakdown(
     linear_speed = 1.0
     if training.precision == "fp8" and gpu.tflops_fp8 > 0:  # no FP8 tensor cores: runs as bf16
         linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
-    attention_time = tokens_per_gpu * attention / (dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY)
+    block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
+    attention_rate = dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_time = tokens_per_gpu * attention / attention_rate
     compute = attention_time + tokens_per_gpu * (
         dense_linear / dense_rate + experts / expert_rate
     ) / linear_speed
@@ -200,6 +226,8 @@ def time_breakdown(
         volume = mb_tokens * shape.hidden * 2 * 2 * (tp - 1) / tp  # ring all-reduce bytes per GPU
         collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
         tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain, aggregate=False)
+        if options.async_tp:
+            tp_comm *= ASYNC_TP_EXPOSED
 
     ep_comm = 0.0
     if ep > 1 and shape.moe_layers:
@@ -214,23 +242,32 @@ def time_breakdown(
         volume = (cp - 1) * mb_tokens * shape.kv_dim * 2
         exchanges = (forward_passes + 2) * layers_here  # backward sends K/V and their gradients
         ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain, aggregate=False)
-        cp_comm = max(0.0, ring - attention_time)
+        latency = micro_batches * exchanges * (cp - 1) * CP_STEP_LATENCY_S
+        correction = attention_time * (cp - 1) / cp * CP_CORRECTION_TOKENS / block
+        cp_comm = max(0.0, ring - CP_OVERLAP * attention_time) + latency + correction
 
     pp_comm = 0.0
     if pp > 1:
         volume = mb_tokens * shape.hidden * 2 / (tp if layout.sequence_parallel else 1)
         hops = 2 * (layout.vpp or 1) * micro_batches  # activations forward, gradients backward
-        pp_comm = hops * volume / _bandwidth(gpu, 1, 2 * world // pp, nvlink_domain)
+        # torch.distributed.pipelining waits for each send/receive before the next action (no overlap),
+        # and once the stages span NVLink domains the slowest hop crosses the network on one NIC
+        pp_comm = hops * volume / _bandwidth(gpu, 1, world, nvlink_domain, aggregate=False)
 
     # --- FSDP / HSDP / DDP, overlapped with compute ---
-    fsdp_comm = 0.0
+    # Gathers overlap the whole step's compute. A gradient sync deferred to the last micro batch (DDP's
+    # no_sync, AutoModel's defer_fsdp_grad_sync, always under PP) overlaps only that micro batch's backward
+    # (two thirds of its compute): the rest of the step has already run.
+    busy = compute + recompute
+    last_backward = busy * 2.0 / 3.0 / micro_batches
+    gather_s = sync_s = 0.0
+    deferred = layout.strategy == "ddp" or options.defer_grad_sync or pp > 1
     if layout.strategy == "ddp" and world > 1 and not training.is_peft:
         # one all-reduce of the bf16 gradients per step (no_sync over the accumulation micro batches)
         weights = (shape.dense_layers * shape.dense_layer_params + shape.moe_layers * (
             shape.moe_layer_params + shape.num_experts * shape.expert_params)
             + shape.embedding_params + shape.lm_head_params)
-        seconds = weights * 2 * 2 * (world - 1) / world / _bandwidth(gpu, world, world, nvlink_domain)
-        fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
+        sync_s = weights * 2 * 2 * (world - 1) / world / _bandwidth(gpu, world, world, nvlink_domain)
     elif layout.strategy != "ddp":
         fsdp = (layout.dp_shard or 1) * cp
         head = shape.lm_head_params or shape.embedding_params
@@ -240,26 +277,28 @@ def time_breakdown(
         expert_w = shape.moe_layers / pp * shape.num_experts / (ep if ep > 1 else tp) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
-        deferred = options.defer_grad_sync or pp > 1
         # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
         # reshard after forward and after backward and gather twice per micro batch
         gathers = ga if deferred else 2 * ga
         reductions = 0 if training.is_peft else (1 if deferred else ga)  # gradient reduce-scatters
         reduce_bytes = options.reduce_bytes
-        seconds = 0.0
         if fsdp > 1:
             bw = _bandwidth(gpu, fsdp, fsdp * tp, nvlink_domain)
-            seconds += (gathers * 2 + reductions * reduce_bytes) * dense_w * (fsdp - 1) / fsdp / bw
+            gather_s += gathers * 2 * dense_w * (fsdp - 1) / fsdp / bw
+            sync_s += reductions * reduce_bytes * dense_w * (fsdp - 1) / fsdp / bw
         expert_shard = layout.ep_shard if ep > 1 else 1
         if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
             bw = _bandwidth(gpu, expert_shard, ep * expert_shard, nvlink_domain)
-            seconds += (ga * 2 + reductions * reduce_bytes) * expert_w * (expert_shard - 1) / expert_shard / bw
+            gather_s += ga * 2 * expert_w * (expert_shard - 1) / expert_shard / bw
+            sync_s += reductions * reduce_bytes * expert_w * (expert_shard - 1) / expert_shard / bw
         replicas = layout.dp_replicate or 1
         if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
             bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
             shard = dense_w / fsdp + expert_w / max(expert_shard, 1)
-            seconds += shard * reduce_bytes * 2 * (replicas - 1) / replicas / bw
-        fsdp_comm = max(0.0, seconds - (compute + recompute)) + FSDP_EXPOSED * seconds
+            sync_s += shard * reduce_bytes * 2 * (replicas - 1) / replicas / bw
+    sync_window = last_backward if deferred else busy
+    fsdp_comm = (max(0.0, gather_s - busy) + max(0.0, sync_s - sync_window)
+                 + FSDP_EXPOSED * (gather_s + sync_s))
 
     bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout, n_micro) if pp > 1 else 0.0
     return {
