@@ -25,11 +25,10 @@ from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
+from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.yamlio import Document, join_path, load_document, split_path
 
 RECIPE_SCHEMA = "automodel-recipe.schema.json"
-MODEL_KEY = "model.pretrained_model_name_or_path"
-MODEL_CONFIG_KEY = "model.config.pretrained_model_name_or_path"  # from_config recipes
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
@@ -83,27 +82,18 @@ def _check_world(world_size: Any, gpus_per_node: Any) -> None:
 
 
 def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> ModelSpec | None:
-    """--model (an unknown one is an input error), else the recipe's model id when it names a preset."""
+    """--model (an unknown one is an input error), else the model the recipe's `model:` section builds
+    (its id, reshaped by its config overrides, or its inline config); one we cannot read is only a note."""
     from automodel_dist.catalog.models import resolve_model
 
     if model is not None:
         return resolve_model(model, where="--model")
-    section = _mapping(config.get("model"))
-    candidates = ((MODEL_KEY, section.get("pretrained_model_name_or_path")),
-                  (MODEL_CONFIG_KEY, _mapping(section.get("config")).get("pretrained_model_name_or_path")))
-    key, name = next(((k, v) for k, v in candidates if isinstance(v, str) and v.strip()), (MODEL_KEY, None))
-    if name is None:
+    resolved = recipe_model(config)
+    if resolved.spec is None:
         findings.append(r.SKIPPED.finding(
-            "no model id in the recipe: model-aware rules (heads, experts, layers, tied embeddings) skipped",
-            path="model", hint="pass --model with a preset or Hugging Face id"))
-        return None
-    try:
-        return resolve_model(name, where=key)
-    except InputError:
-        findings.append(r.SKIPPED.finding(
-            f"model {name!r} is not in the catalog: model-aware rules (heads, experts, layers, tied embeddings) "
-            "skipped", path=key, hint="pass --model with a preset id, or a path to the model's config.json"))
-        return None
+            f"{resolved.reason}: model-aware rules (heads, experts, layers, tied embeddings) skipped",
+            path=resolved.path, hint=resolved.hint))
+    return resolved.spec
 
 
 def _gpu(name: str | None) -> GpuSpec | None:

@@ -1,0 +1,174 @@
+"""Validate and dry-run every AutoModel recipe in a folder at the world size it is run at.
+
+    python benchmarks/recipe_corpus.py FOLDER [--no-dry-run] [--verbose]
+
+A false rejection of a real recipe is a bug, so this is how a maintainer re-checks a corpus of real
+recipes (e.g. a checkout's `examples/`). The world size of each recipe comes from, in order:
+
+1. its `ci:` block: `nodes` x GPUs per node (`ci.nproc_per_node`, else 4 for `cluster_tag: gb200`,
+   else 8), as AutoModel's CI generator runs it;
+2. `benchmark.num_nodes` x 8;
+3. its comments: "N nodes x G GPUs", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
+4. otherwise 8 (one node).
+Unless the size came from `ci:`, a recipe that fails on world-size arithmetic only is judged again at the
+smallest world size at which its distributed section is coherent (marked `fitted` and counted).
+
+Per recipe it prints the world size, where it came from, the error and warning counts, the error rule
+ids and whether the meshes were built; then a summary. Exit 0 when every recipe validates clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.errors import AutomodelDistError
+from automodel_dist.validate import validate_recipe
+from automodel_dist.yamlio import load_document
+
+DEFAULT_GPUS_PER_NODE = 8
+GB200_GPUS_PER_NODE = 4
+# Rules whose verdict depends on the world size alone (the fallback search clears these).
+WORLD_RULES = frozenset({"am-r9-world-divisible", "mesh-world-product", "am-r12-dp-replicate-multiple",
+                         "am-r12-dp-replicate-below-dp", "am-r13-ep-divides-non-pp", "am-r39-gbs-divisible",
+                         "am-r37-mok-world", "am-r42-kd-meshes"})
+FALLBACK_WORLDS = (*range(1, 8), *(8 * n for n in range(1, 1025)))
+_NODES_X_GPUS = re.compile(r"(\d+)\s*nodes?\s*[x×*]\s*(\d+)\s*(?:gpus?|h100|b200|gb200)?", re.IGNORECASE)
+_NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d+)")
+_NODES = re.compile(r"--nnodes[= ](\d+)|(\d+)\s*nodes?\b", re.IGNORECASE)
+_ON_GPUS = re.compile(r"\bon\s+(\d+)\s*(?:x\s*)?(?:h100|b200|gb200|a100)?\s*gpus\b", re.IGNORECASE)
+
+
+@dataclass
+class World:
+    """The world a recipe runs on, and where that came from."""
+
+    size: int
+    gpus_per_node: int
+    source: str
+
+
+@dataclass
+class Outcome:
+    path: Path
+    world: World
+    errors: list[str] = field(default_factory=list)
+    warnings: int = 0
+    built: bool | None = None
+    input_error: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not self.errors and not self.input_error
+
+
+def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
+    """The world size the recipe says it runs at, or None when it does not say."""
+    ci = config.get("ci")
+    if isinstance(ci, Mapping) and isinstance(ci.get("nodes"), int):
+        gpn = ci.get("nproc_per_node")
+        if not isinstance(gpn, int):
+            gpn = GB200_GPUS_PER_NODE if str(ci.get("cluster_tag", "")).lower() == "gb200" else DEFAULT_GPUS_PER_NODE
+        return World(ci["nodes"] * gpn, gpn, "ci")
+    bench = config.get("benchmark")
+    if isinstance(bench, Mapping) and isinstance(bench.get("num_nodes"), int) and bench["num_nodes"] > 0:
+        return World(bench["num_nodes"] * DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "benchmark.num_nodes")
+    comments = "\n".join(line.split("#", 1)[1] for line in text.splitlines() if "#" in line)
+    if m := _NODES_X_GPUS.search(comments):
+        nodes, gpn = int(m[1]), int(m[2])
+        return World(nodes * gpn, gpn, "comment")
+    if m := _ON_GPUS.search(comments):
+        size = int(m[1])
+        return World(size, min(size, DEFAULT_GPUS_PER_NODE), "comment")
+    if m := _NPROC.search(comments):
+        gpn = int(m[1])
+        nodes = next((int(n[1] or n[2]) for n in _NODES.finditer(comments)), 1)
+        return World(nodes * gpn, gpn, "comment")
+    return None
+
+
+def _judge(path: Path, world: World) -> Outcome:
+    outcome = Outcome(path=path, world=world)
+    try:
+        report = validate_recipe(path, world_size=world.size, gpus_per_node=world.gpus_per_node)
+    except AutomodelDistError as exc:
+        outcome.input_error = str(exc)
+        return outcome
+    outcome.errors = sorted({f.rule for f in report.errors})
+    outcome.warnings = len(report.warnings)
+    return outcome
+
+
+def judge_recipe(path: Path) -> Outcome:
+    """Validate one recipe at its world size (fitted when a size not from `ci:` fails on world arithmetic)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        config = load_document(text, what="recipe").plain()
+    except AutomodelDistError as exc:
+        return Outcome(path=path, world=World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default"),
+                       input_error=str(exc))
+    stated = world_from_recipe(text, config if isinstance(config, Mapping) else {})
+    outcome = _judge(path, stated or World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default"))
+    if outcome.world.source != "ci" and outcome.errors and set(outcome.errors) <= WORLD_RULES:
+        for size in FALLBACK_WORLDS:
+            fitted = _judge(path, World(size, min(size, DEFAULT_GPUS_PER_NODE), "fitted"))
+            if not WORLD_RULES & set(fitted.errors):
+                return fitted
+    return outcome
+
+
+def dry_run(outcome: Outcome) -> bool:
+    from automodel_dist.verify.mesh import build_meshes
+
+    try:
+        report = build_meshes(outcome.path, world_size=outcome.world.size,
+                              gpus_per_node=outcome.world.gpus_per_node)
+    except AutomodelDistError:
+        return False
+    return report.ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="folder searched recursively for *.yaml recipes")
+    parser.add_argument("--no-dry-run", action="store_true", help="validate only; do not build the meshes")
+    parser.add_argument("--verbose", action="store_true", help="print input errors in full")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder} is not a folder")
+    paths = sorted(p for p in args.folder.rglob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    outcomes: list[Outcome] = []
+    for path in paths:
+        outcome = judge_recipe(path)
+        if not args.no_dry_run and outcome.clean:
+            outcome.built = dry_run(outcome)
+        outcomes.append(outcome)
+        name = path.relative_to(args.folder)
+        verdict = "ok" if outcome.clean else ("INPUT ERROR" if outcome.input_error else "ERRORS")
+        built = "" if outcome.built is None else (" built" if outcome.built else " NOT BUILT")
+        detail = " ".join(outcome.errors)
+        if outcome.input_error:
+            detail = outcome.input_error if args.verbose else outcome.input_error.splitlines()[0][:160]
+        print(f"{name}: world {outcome.world.size} ({outcome.world.source}) {verdict} "
+              f"errors={len(outcome.errors)} warnings={outcome.warnings}{built} {detail}".rstrip())
+    clean = sum(o.clean for o in outcomes)
+    built = sum(bool(o.built) for o in outcomes)
+    fitted = sum(o.world.source == "fitted" for o in outcomes)
+    rules = Counter(rule for o in outcomes for rule in o.errors)
+    print(f"\n{len(outcomes)} recipes: {clean} validate clean, "
+          f"{sum(bool(o.input_error) for o in outcomes)} input errors"
+          + ("" if args.no_dry_run else f", {built} dry-run built")
+          + f"; {fitted} needed a fitted world size")
+    for rule, count in rules.most_common():
+        print(f"  {rule}: {count}")
+    return 0 if clean == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
