@@ -77,6 +77,21 @@ def join_path(keys: Sequence[str | int]) -> str:
     return ".".join(str(k) for k in keys)
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one: optional recipe sections read without None checks."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def lookup(data: Any, dotted: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted key in nested mappings; (False, None) when a step is missing."""
+    node = data
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
 def _looks_like_path(text: str) -> bool:
     if not text.strip() or "\n" in text:
         return False
@@ -100,24 +115,30 @@ def parse_yaml_text(text: str, filename: str) -> Any:
         raise InputError(f"YAML syntax error: {exc}", where=filename, hint="fix the YAML syntax") from None
 
 
+def read_text_file(path: str | Path, *, what: str, kind: str, suffix: str) -> str:
+    """The UTF-8 text of a user-named file; a missing, unreadable or directory path is an InputError."""
+    filename = str(path)
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{what} path is a directory, not a {kind}", where=filename,
+                         hint=f"pass the path of a {suffix} file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} file not found", where=filename,
+                         hint="check the path; it is read relative to the current directory") from None
+    except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"cannot read {what} file: {exc.__class__.__name__}: {exc}", where=filename,
+                         hint="make the file readable UTF-8 text") from None
+
+
 def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
     """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping."""
     if isinstance(source, Mapping):
         return Document(data=source, filename=f"<{what}>")
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
-        path = Path(source)
         filename = str(source)
-        if path.is_dir():
-            raise InputError(f"{what} path is a directory, not a YAML file", where=filename,
-                             hint="pass the path of a .yaml file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{what} file not found", where=filename,
-                             hint="check the path; it is read relative to the current directory") from None
-        except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
-            raise InputError(f"cannot read {what} file: {exc.__class__.__name__}: {exc}", where=filename,
-                             hint="make the file readable UTF-8 text") from None
+        text = read_text_file(source, what=what, kind="YAML file", suffix=".yaml")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
     else:

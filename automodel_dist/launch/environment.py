@@ -14,6 +14,7 @@ from typing import Any
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 from automodel_dist.rules.launch import HYBRIDEP_DOMAIN_VAR
+from automodel_dist.yamlio import lookup
 
 
 @dataclass(frozen=True)
@@ -26,14 +27,8 @@ class EnvVar:
     default_only: bool = False
 
 
-def _section(recipe: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = recipe.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
 def _cuda_graph_modules(recipe: Mapping[str, Any]) -> list[Any]:
-    backend = _section(_section(recipe, "model"), "backend")
-    modules = _section(backend, "cuda_graph").get("modules")
+    modules = lookup(recipe, "model.backend.cuda_graph.modules")[1]
     return list(modules) if isinstance(modules, list) else []
 
 
@@ -41,7 +36,7 @@ def run_environment(problem: Problem, layout: Layout, recipe: Mapping[str, Any],
                     cache_dir: str | None) -> list[EnvVar]:
     """Variables for `layout` on `problem.cluster`; cache variables only when `cache_dir` is known."""
     env: list[EnvVar] = []
-    if _section(recipe, "distributed").get("nccl_ub") is not True:
+    if lookup(recipe, "distributed.nccl_ub")[1] is not True:
         env.append(EnvVar("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True",
                           "fewer fragmentation OOMs at no speed cost (not with distributed.nccl_ub)"))
         if _cuda_graph_modules(recipe):

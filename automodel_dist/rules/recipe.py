@@ -27,6 +27,7 @@ from automodel_dist.targets.automodel.config import (
     normalize_activation_checkpointing,
 )
 from automodel_dist.targets.automodel.parse import virtual_stages
+from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
     "backend": "the process-group backend belongs in dist_env.backend",
@@ -64,7 +65,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     """Every recipe rule that fires on a resolved recipe `config`, in AutoModel's start-up order."""
     out: list[Finding] = []
     _check_recipe_target(config, out)
-    dist = _mapping(config.get("distributed"))
+    dist = as_mapping(config.get("distributed"))
     if "distributed" not in config:
         out.append(r.DISTRIBUTED_MISSING.finding(
             "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
@@ -95,12 +96,12 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
             f"embedding_row_repair is enabled with pp_size={pp}",
             hint="set embedding_row_repair.enabled: false, or pp_size: 1",
             automodel_message="embedding_row_repair is not currently supported with pipeline parallelism"))
-    backend = _mapping(_mapping(config.get("model")).get("backend"))
+    backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
-    _check_step_scheduler(_mapping(config.get("step_scheduler")), out)
-    _check_packing(_mapping(config.get("packed_sequence")), out)
-    _check_checkpoint(_mapping(config.get("checkpoint")), out)
-    _check_dist_env(_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
+    _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
+    _check_packing(as_mapping(config.get("packed_sequence")), out)
+    _check_checkpoint(as_mapping(config.get("checkpoint")), out)
+    _check_dist_env(as_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
     _check_kd(config, dist, world_size, out)
     return out
 
@@ -114,7 +115,7 @@ def kd_mesh_sizes(config: Mapping[str, Any]) -> tuple[int, int] | None:
     teacher = config.get("teacher_distributed")
     if not config.get("separate_meshes") or not isinstance(teacher, Mapping):
         return None
-    sizes = [_explicit_mesh_size(_mapping(config.get("distributed"))), _explicit_mesh_size(teacher)]
+    sizes = [_explicit_mesh_size(as_mapping(config.get("distributed"))), _explicit_mesh_size(teacher)]
     return (sizes[0], sizes[1]) if None not in sizes else None
 
 
@@ -165,10 +166,6 @@ def _check_kd(config: Mapping[str, Any], dist: Mapping[str, Any], world_size: in
             hint=f"size the two meshes so they add up to {world_size}",
             automodel_message=f"Separate KD mesh sizes must use every rank exactly once: student={student} + "
                               f"teacher={teacher_size} != world_size={world_size}"))
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _lenient_size(value: Any) -> int:
@@ -348,7 +345,7 @@ def _check_ac_scope(value: Any, out: list[Finding]) -> None:
 
 
 def _check_multimodal(value: Any, out: list[Finding]) -> None:
-    multimodal = _mapping(value)
+    multimodal = as_mapping(value)
     sharding = multimodal.get("frozen_sharding", "root")
     if sharding not in FROZEN_SHARDING:
         out.append(r.MULTIMODAL.finding(
@@ -356,7 +353,7 @@ def _check_multimodal(value: Any, out: list[Finding]) -> None:
             hint=f"use one of: {', '.join(FROZEN_SHARDING)}",
             automodel_message=f"distributed.multimodal.frozen_sharding must be one of: root, per_layer, replicate. "
                               f"Got {sharding!r}."))
-    frames = _mapping(_mapping(multimodal.get("vision")).get("frame_sharding"))
+    frames = as_mapping(as_mapping(multimodal.get("vision")).get("frame_sharding"))
     if "mesh_dims" in frames and list(frames["mesh_dims"] or []) != ["cp"]:
         out.append(r.MULTIMODAL.finding(
             f"frame_sharding.mesh_dims is {frames['mesh_dims']!r}",
@@ -390,18 +387,18 @@ def _dtype_ok(value: Any) -> bool:
 
 def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding]) -> None:
     """dtype strings AutoModel converts at start-up (`dtype_from_str`), whatever the strategy."""
-    mp = _mapping(dist.get("mp_policy"))
+    mp = as_mapping(dist.get("mp_policy"))
     places = [(f"distributed.mp_policy.{k}", mp[k]) for k in ("param_dtype", "reduce_dtype", "output_dtype")
               if k in mp]
     if "autocast_dtype" in dist:
         places.append(("distributed.autocast_dtype", dist["autocast_dtype"]))
-    if pp > 1 and "dtype" in _mapping(dist.get("pipeline")):
+    if pp > 1 and "dtype" in as_mapping(dist.get("pipeline")):
         places.append(("distributed.pipeline.dtype", dist["pipeline"]["dtype"]))
     if ep > 1:
-        moe = _mapping(dist.get("moe"))
+        moe = as_mapping(dist.get("moe"))
         if "lm_head_precision" in moe:
             places.append(("distributed.moe.lm_head_precision", moe["lm_head_precision"]))
-        moe_mp = _mapping(moe.get("mp_policy"))
+        moe_mp = as_mapping(moe.get("mp_policy"))
         if moe_mp.get("_target_"):
             places += [(f"distributed.moe.mp_policy.{k}", moe_mp[k])
                        for k in ("param_dtype", "reduce_dtype", "output_dtype") if k in moe_mp]
@@ -429,7 +426,7 @@ def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:
             automodel_message=f"te_fp8 requires at least one TE backend (linear='te' or experts='te'), but got "
                               f"linear='{linear}', experts='{experts}'"))
     _check_cuda_graph(backend, dispatcher, out)
-    _check_mok(_mapping(backend.get("mok")), out)
+    _check_mok(as_mapping(backend.get("mok")), out)
 
 
 def _check_cuda_graph(backend: Mapping[str, Any], dispatcher: Any, out: list[Finding]) -> None:

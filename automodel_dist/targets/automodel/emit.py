@@ -19,10 +19,9 @@ from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.throughput import FLEX_DISPATCHERS
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
-from automodel_dist.layout import Layout
+from automodel_dist.layout import FLEX_DISPATCHERS, Layout
 from automodel_dist.pipeline_stages import layers_per_stage
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.config import (
@@ -32,7 +31,7 @@ from automodel_dist.targets.automodel.config import (
     normalize_activation_checkpointing,
     translate_value,
 )
-from automodel_dist.yamlio import Document, dump_yaml, load_document, to_plain
+from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
 DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
@@ -381,20 +380,11 @@ def _normalized_pin_value(name: str, value: Any) -> Any:
     return value
 
 
-def _get(data: Any, dotted: str) -> tuple[bool, Any]:
-    node = data
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return False, None
-        node = node[key]
-    return True, node
-
-
 def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
     """A base value the intent's pins exclude is an InputError naming both places."""
     for name, path in PIN_PATHS.items():
         allowed = getattr(problem.pins, name)
-        present, raw = _get(base.data, path)
+        present, raw = lookup(base.data, path)
         if allowed is None or not present:
             continue
         value = _normalized_pin_value(name, translate_value(to_plain(raw)))
