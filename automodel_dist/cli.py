@@ -81,7 +81,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.validate import validate_recipe
 
     report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
-                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu)
+                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
+                             sbatch=Path(args.sbatch) if args.sbatch else None)
     sys.stdout.write(render_report(report, fmt=args.format))
     return 0 if report.ok else 1
 
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
     p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
+    p.add_argument("--sbatch", metavar="PATH", help="the Slurm script that launches the recipe (judged with it)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_validate)
 

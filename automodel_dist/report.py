@@ -22,7 +22,7 @@ def render_report(report: Report, fmt: str = "text") -> str:
 
 
 def _block(source: str, finding: Finding) -> str:
-    where = source or "<recipe>"
+    where = finding.file or source or "<recipe>"
     if finding.line is not None:
         where += f":{finding.line}:{finding.col}"
     path = f" {finding.path}:" if finding.path else ""

@@ -14,7 +14,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Finding, Report
+from automodel_dist.findings import Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import SCHEMAS_DIR
@@ -26,15 +26,20 @@ from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_si
 from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
-from automodel_dist.yamlio import Document, join_path, load_document, split_path
+from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
 
 RECIPE_SCHEMA = "automodel-recipe.schema.json"
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                    model: Any = None, gpu: str | None = None) -> Report:
-    """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more."""
+                    model: Any = None, gpu: str | None = None, sbatch: str | Path | None = None) -> Report:
+    """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more.
+
+    `sbatch` is the Slurm script that launches the recipe (a path, or its text when it has a newline):
+    the launch rules then judge the script too, its findings at the script's lines.
+    """
     _check_world(world_size, gpus_per_node)
+    sbatch_text, sbatch_file = _read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
     config, missing = resolve_config(doc.data)
     if _is_diffusion(config):
@@ -63,10 +68,20 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     if layout is not None and layout.ep > 1 and gpu_spec is None:
         findings.append(r.SKIPPED.finding("the MoE dispatcher was not checked against the NVLink domain (no GPU)",
                                           path="model.backend.dispatcher", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
-    findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec,
-                             layout=layout if gpu_spec else None, nvlink_domain=cluster.nvlink_domain)
+    findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, sbatch_text=sbatch_text,
+                             sbatch_file=sbatch_file, layout=layout if gpu_spec else None,
+                             nvlink_domain=cluster.nvlink_domain)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
+
+
+def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
+    """(text, file name) of the launch script: a Path or a one-line string is a path, other text the script."""
+    if sbatch is None:
+        return None, None
+    if isinstance(sbatch, str) and "\n" in sbatch:
+        return sbatch, "<sbatch>"
+    return read_text_file(sbatch, what="sbatch script", kind="script", suffix=".sbatch"), str(sbatch)
 
 
 def _is_diffusion(config: Mapping[str, Any]) -> bool:
@@ -138,8 +153,8 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
                      cluster: ClusterSpec, gpu: GpuSpec | None) -> list[Finding]:
     findings = check_layout(layout, model=spec, cluster=cluster)
     if training.packed_sequences and layout.cp > 1:
-        model_section = _mapping(config.get("model"))
-        backend_attn = _mapping(model_section.get("backend")).get("attn")
+        model_section = as_mapping(config.get("model"))
+        backend_attn = as_mapping(model_section.get("backend")).get("attn")
         hf_attn = model_section.get("attn_implementation")
         check_cp_packing(layout, spec, training, findings,
                          backend_attn=backend_attn if isinstance(backend_attn, str) else None,
@@ -149,10 +164,6 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
                                               path="distributed.cp_size", hint="pass --model"))
     findings += _memory_findings(config, layout, spec, cluster, training, gpu)
     return findings
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec,
@@ -225,9 +236,6 @@ def _schema_view(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _located(doc: Document, findings: list[Finding]) -> list[Finding]:
-    """Each finding at the line:col of its key (or of its nearest existing parent), in file order."""
-    located = []
-    for finding in findings:
-        pos = doc.locate(finding.path) if finding.path else None
-        located.append(finding.located(*pos) if pos else finding)
-    return sorted(located, key=lambda f: (f.line is None, f.line or 0, f.col or 0))
+    """Each finding at the line:col of its key, in file order (the recipe's, then the launch script's)."""
+    located = locate_all(doc, findings)
+    return sorted(located, key=lambda f: (f.file is not None, f.line is None, f.line or 0, f.col or 0))

@@ -24,6 +24,16 @@ step_scheduler:
 distributed:
   strategy: fsdp2
 """
+# Hand-written launch scripts for the launch rules: torchrun under Slurm with {tasks} tasks per node,
+# and one that has Slurm send SIGUSR1 five minutes before the time limit.
+TORCHRUN_SBATCH = """\
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node={tasks}
+#SBATCH --gpus-per-node=8
+srun bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app recipe.yaml'
+"""
+USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
 
 
 @dataclass

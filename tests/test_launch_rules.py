@@ -6,6 +6,7 @@ import signal
 from typing import Any
 
 import pytest
+from launch_support import TORCHRUN_SBATCH, USR1_SBATCH
 from nemo_automodel.components.training.signal_handler import resolve_signal
 
 from automodel_dist.findings import Finding
@@ -17,13 +18,6 @@ from automodel_dist.rules.launch import (
     sbatch_env,
 )
 
-TORCHRUN_SBATCH = """\
-#!/bin/bash
-#SBATCH --nodes=2
-#SBATCH --ntasks-per-node={tasks}
-#SBATCH --gpus-per-node=8
-srun bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app recipe.yaml'
-"""
 SRUN_NATIVE_SBATCH = """\
 #!/bin/bash
 #SBATCH --nodes=2
@@ -75,6 +69,7 @@ def test_one_torchrun_per_node_or_no_torchrun_is_fine(text: str) -> None:
 def test_node_local_cache_on_several_nodes_warns(lines: str) -> None:
     finding = _check(sbatch="#!/bin/bash\n" + lines + "\n")["launch-node-local-cache"]
     assert finding.severity == "warning" and "node-local" in finding.message
+    assert finding.line == lines.count("\n") + 2, "at the script line that sets it"
 
 
 @pytest.mark.parametrize(("lines", "nodes"), [
@@ -150,9 +145,6 @@ def test_hybridep_across_domains_needs_the_domain_size_in_the_script() -> None:
 
 
 # --- preemption signal ------------------------------------------------------------------------------
-
-USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
-
 
 @pytest.mark.parametrize("value", [None, "SIGTERM", ["SIGTERM"], 15])
 @pytest.mark.parametrize("directive", ["B:USR1@300", "USR1@120", "B:SIGUSR1@300", "B:10@300"])

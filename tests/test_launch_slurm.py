@@ -116,7 +116,7 @@ def test_written_launch_passes_the_launch_rules(tmp_path: Path, plan: tuple) -> 
     result, recipe_path, text = _compile(tmp_path, plan)
     cluster = result.problem.cluster
     findings = check_launch(load_document(recipe_path).plain(), world_size=cluster.world_size,
-                            gpus_per_node=cluster.gpus_per_node, model=result.problem.model, sbatch_text=text,
+                            gpus_per_node=cluster.gpus_per_node, sbatch_text=text,
                             layout=result.layout, nvlink_domain=cluster.nvlink_domain)
     # pytest's temporary folder is node-local by name: on several nodes the recipe there draws one
     # warning, and so does the default cache folder beside it (plans without a shared cache_dir).

@@ -1,7 +1,8 @@
 """Every rule fires on a case that breaks it, and stays quiet on the valid neighbour one step away.
 
 Layout rules are driven through `check_layout` (what the planner calls); recipe rules through
-`validate_recipe` on a mapping (the whole chain: env resolution, value translation, parse, rules).
+`validate_recipe` on a mapping (the whole chain: env resolution, value translation, parse, rules), and
+launch rules the same way, with the sbatch script that launches the recipe where a rule reads it.
 A final test checks that every registered rule id has a case here.
 """
 
@@ -12,6 +13,7 @@ import timeit
 from typing import Any
 
 import pytest
+from launch_support import TORCHRUN_SBATCH, USR1_SBATCH
 
 from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
@@ -249,6 +251,22 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-r20-cp-packing-support", CP_PACKED, {**CP_PACKED, "model.attn_implementation": "te"},
      {"model": "mixtral-8x7b"}),
     ("skipped", {}, {}, {"good_model": "llama-3.1-8b"}),
+    # Launch rules: the recipe on two nodes, and (sbatch) the script that launches it.
+    ("launch-ntasks-per-node", {}, {}, {"sbatch": TORCHRUN_SBATCH.format(tasks=8),
+                                        "good_sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
+    ("launch-preemption-signal", {}, {"step_scheduler.preemption_signal": ["SIGUSR1", "SIGTERM"]},
+     {"sbatch": USR1_SBATCH}),
+    ("launch-node-local-cache", {"checkpoint.checkpoint_dir": "/tmp/ckpt"},
+     {"checkpoint.checkpoint_dir": "/lustre/ckpt"}, {"world_size": 16}),
+    ("launch-node-local-cache", {}, {}, {"world_size": 16, "sbatch": "#!/bin/bash\nexport HF_HOME=/tmp/hf\n",
+                                         "good_sbatch": "#!/bin/bash\nexport HF_HOME=/lustre/hf\n"}),
+    ("launch-ep-nvlink", {"distributed.ep_size": 16, "model.backend.dispatcher": "mok"},
+     {"distributed.ep_size": 8, "model.backend.dispatcher": "mok"}, {"world_size": 16, "gpu": "h100-80gb"}),
+    ("launch-ep-nvlink", {"distributed.ep_size": 16, "model.backend.dispatcher": "hybridep"},
+     {"distributed.ep_size": 16, "model.backend.dispatcher": "hybridep"},
+     {"world_size": 16, "gpu": "h100-80gb", "sbatch": "#!/bin/bash\n",
+      "good_sbatch": "#!/bin/bash\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8\n"}),
+    ("launch-launcher-section", {"skypilot": {"cloud": "aws"}}, {}, {"sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
 ]
 
 
@@ -259,6 +277,9 @@ def _validate(changes: dict[str, Any], extra: dict[str, Any], good: bool) -> lis
         kwargs["model"] = model
     if "gpu" in extra:
         kwargs["gpu"] = extra["gpu"]
+    sbatch = extra.get("good_sbatch", extra.get("sbatch")) if good else extra.get("sbatch")
+    if sbatch is not None:
+        kwargs["sbatch"] = sbatch
     report = validate_recipe(recipe(changes), **kwargs)
     return [(f.rule, f.severity) for f in report.findings]
 

@@ -48,7 +48,7 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[st
         recipe["skypilot"] = skypilot_section(problem, layout, settings, recipe)
     cluster = problem.cluster
     findings = check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
-                            model=problem.model, sbatch_text=sbatch_text, layout=layout,
+                            sbatch_text=sbatch_text, sbatch_file=SBATCH_NAME, layout=layout,
                             nvlink_domain=cluster.nvlink_domain)
     report = Report(findings=findings, source=str(recipe_path))
     if not report.ok:

@@ -15,11 +15,14 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from automodel_dist.dispatcher import ep_group_in_domain
-from automodel_dist.findings import ERROR, WARNING, Finding
+from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import Layout
+from automodel_dist.rules import registry as r
+from automodel_dist.yamlio import lookup
 
 # Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
 # that the others cannot read).
@@ -66,10 +69,8 @@ def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,
     """
     if layout.ep <= 1 or layout.strategy != "fsdp2" or ep_group_in_domain(layout.ep, nvlink_domain, layout.world_size):
         return []
-    path = "model.backend.dispatcher"
     if layout.dispatcher == "mok":
-        return [Finding(
-            "launch-ep-nvlink", ERROR, path,
+        return [r.EP_NVLINK.finding(
             f"dispatcher 'mok' with ep_size={layout.ep}: expert-parallel groups of {layout.ep} consecutive ranks "
             f"leave the {nvlink_domain}-GPU NVLink domain, and MoK fuses dispatch and combine over one domain",
             hint=f"keep ep_size a divisor of the NVLink domain ({nvlink_domain}), or use dispatcher: hybridep "
@@ -78,26 +79,32 @@ def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,
         value = env.get(HYBRIDEP_DOMAIN_VAR)
         if value != str(nvlink_domain):
             told = "is not set" if value is None else f"is {value}"
-            return [Finding(
-                "launch-ep-nvlink", WARNING, path,
+            return [r.EP_NVLINK.finding(
                 f"dispatcher 'hybridep' with EP groups spanning NVLink domains, but {HYBRIDEP_DOMAIN_VAR} {told} "
                 f"in the launch script; HybridEP needs the real domain size ({nvlink_domain}): a mismatch costs "
                 "speed and sometimes correctness",
-                hint=f"export {HYBRIDEP_DOMAIN_VAR}={nvlink_domain} in the launch script")]
+                hint=f"export {HYBRIDEP_DOMAIN_VAR}={nvlink_domain} in the launch script", severity=WARNING)]
     return []
 
 
 def sbatch_env(sbatch_text: str) -> dict[str, str]:
     """Variables the script sets (`export A=b` / `A=b`); `${A:-default}` reads as its default, `$B` as B's value."""
-    env: dict[str, str] = {}
-    for line in sbatch_text.splitlines():
+    return {name: value for name, (value, _) in _assignments(sbatch_text).items()}
+
+
+def _assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
+    """sbatch_env's values, each with the 1-based line of its last assignment."""
+    values: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, line in enumerate(sbatch_text.splitlines(), start=1):
         match = _EXPORT.match(line)
         if match:
             value = match.group(2).strip("\"'")
             defaulted = _DEFAULTED.match(value)
             value = defaulted.group(1).strip("\"'") if defaulted else value
-            env[match.group(1)] = _VAR_REF.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), value)
-    return env
+            values[match.group(1)] = _VAR_REF.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), value)
+            lines[match.group(1)] = number
+    return {name: (value, lines[name]) for name, value in values.items()}
 
 
 def _code(sbatch_text: str) -> str:
@@ -132,76 +139,70 @@ def _sends_usr1(sbatch_text: str) -> bool:
     return False
 
 
-def _get(recipe: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = recipe
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool) -> list[Finding]:
-    """Rules on the launch script itself, and on the recipe settings the script relies on."""
+def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool,
+                 sbatch_file: str | None = None) -> list[Finding]:
+    """Rules on the launch script itself (found at the script's line, in `sbatch_file` when named), and on
+    the recipe settings the script relies on."""
     findings: list[Finding] = []
+
+    def at_line(finding: Finding, line: int) -> Finding:
+        return replace(finding, line=line, col=1, file=sbatch_file)
+
     tasks = _tasks_per_node(sbatch_text)
     if tasks and tasks[0] > 1 and _launches_torchrun(sbatch_text):
-        findings.append(Finding(
-            "launch-ntasks-per-node", ERROR, "sbatch",
+        findings.append(at_line(r.NTASKS_PER_NODE.finding(
             f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node, each "
             "spawning its own workers on the same rendezvous port: EADDRINUSE, or a world size "
             f"{tasks[0]}x too large",
-            hint="use --ntasks-per-node=1 (one torchrun per node, --nproc_per_node=<GPUs per node>)",
-            line=tasks[1], col=1))
+            hint="use --ntasks-per-node=1 (one torchrun per node, --nproc_per_node=<GPUs per node>)"), tasks[1]))
     if "nemo_automodel.cli.app" in _code(sbatch_text):
         for section in ("skypilot", "nemo_run"):
             if recipe.get(section):
-                findings.append(Finding(
-                    "launch-launcher-section", ERROR, section,
+                findings.append(r.LAUNCHER_SECTION.finding(
                     f"the recipe has a {section}: section, so nemo_automodel.cli.app in every worker the script "
                     f"starts submits a {section} job instead of training (AutoModel checks it before torchrun)",
-                    hint=f"remove the {section}: section from the recipe this script launches"))
-    if _sends_usr1(sbatch_text) and not handles_sigusr1(_get(recipe, "step_scheduler.preemption_signal") or "SIGTERM"):
-        findings.append(Finding(
-            "launch-preemption-signal", ERROR, "step_scheduler.preemption_signal",
+                    hint=f"remove the {section}: section from the recipe this script launches", path=section))
+    preemption_signal = lookup(recipe, "step_scheduler.preemption_signal")[1] or "SIGTERM"
+    if _sends_usr1(sbatch_text) and not handles_sigusr1(preemption_signal):
+        findings.append(r.PREEMPTION_SIGNAL.finding(
             "the launch script has Slurm send SIGUSR1 before the time limit, but the recipe's "
             "step_scheduler.preemption_signal does not handle SIGUSR1 (default: SIGTERM only): the signal "
             "kills the workers instead of triggering a checkpoint",
             hint="set step_scheduler.preemption_signal: [SIGUSR1, SIGTERM]"))
     if multi_node:
-        env = sbatch_env(sbatch_text)
-        if is_node_local(env.get("RECIPE", "")):
-            findings.append(Finding(
-                "launch-node-local-cache", WARNING, "sbatch",
-                f"the recipe {env['RECIPE']} is on node-local storage: the other nodes cannot read it",
-                hint="write the recipe (compile -o) to a folder every node mounts"))
+        env = _assignments(sbatch_text)
+        recipe_path, line = env.get("RECIPE", ("", 0))
+        if is_node_local(recipe_path):
+            findings.append(at_line(r.NODE_LOCAL_CACHE.finding(
+                f"the recipe {recipe_path} is on node-local storage: the other nodes cannot read it",
+                hint="write the recipe (compile -o) to a folder every node mounts", path=r.SCRIPT, severity=WARNING),
+                line))
         for name in SHARED_CACHE_VARS:
-            if name in env and is_node_local(env[name]):
-                findings.append(Finding(
-                    "launch-node-local-cache", WARNING, "sbatch",
-                    f"{name}={env[name]} is on node-local storage: every node downloads or compiles its own copy, "
+            value, line = env.get(name, ("", 0))
+            if is_node_local(value):
+                findings.append(at_line(r.NODE_LOCAL_CACHE.finding(
+                    f"{name}={value} is on node-local storage: every node downloads or compiles its own copy, "
                     "and files node 0 prepares are invisible to the others",
-                    hint=f"point {name} at shared storage (launcher.cache_dir in the intent)"))
+                    hint=f"point {name} at shared storage (launcher.cache_dir in the intent)", path=r.SCRIPT,
+                    severity=WARNING), line))
     return findings
 
 
-def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: int, model: Any = None,
-                 sbatch_text: str | None = None, layout: Layout | None = None,
+def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: int,
+                 sbatch_text: str | None = None, sbatch_file: str | None = None, layout: Layout | None = None,
                  nvlink_domain: int | None = None) -> list[Finding]:
-    """Every launch rule on a recipe (and its sbatch script, when given).
+    """Every launch rule on a recipe (and its sbatch script, when given; `sbatch_file` names it in findings).
 
     `layout` is the recipe's parsed Layout, needed for the dispatcher rule; `nvlink_domain` is the
-    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`. `model` is accepted for symmetry
-    with the other rule entry points; no launch rule needs it yet.
+    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`.
     """
-    del model
     findings: list[Finding] = []
     multi_node = world_size > gpus_per_node
     if multi_node:
-        ckpt_dir = _get(recipe, "checkpoint.checkpoint_dir")
-        if _get(recipe, "checkpoint.enabled") is not False and isinstance(ckpt_dir, str) and is_node_local(ckpt_dir):
-            findings.append(Finding(
-                "launch-node-local-cache", ERROR, "checkpoint.checkpoint_dir",
+        ckpt_dir = lookup(recipe, "checkpoint.checkpoint_dir")[1]
+        enabled = lookup(recipe, "checkpoint.enabled")[1] is not False
+        if enabled and isinstance(ckpt_dir, str) and is_node_local(ckpt_dir):
+            findings.append(r.NODE_LOCAL_CACHE.finding(
                 f"checkpoint.checkpoint_dir {ckpt_dir} is on node-local storage: each node writes only its own "
                 "shards there, so the checkpoint can be neither consolidated nor restored",
                 hint="put checkpoint_dir on storage every node mounts (e.g. a Lustre or NFS path)"))
@@ -209,5 +210,5 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     if layout is not None:
         findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
-        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node)
+        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file)
     return findings

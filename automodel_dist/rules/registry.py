@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from automodel_dist.findings import ERROR, NOTE, WARNING, Finding
 
 SEVERITIES = (ERROR, WARNING, NOTE)
+SCRIPT = "sbatch"  # the path of a finding in the launch script rather than the recipe (its line is the script's)
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,28 @@ DDP_DP_SIZE_IGNORED = register(
     "ddp-dp-size-ignored", WARNING, "distributed.dp_size", "ddp ignores dp_size and uses every rank")
 SCHEMA = register(
     "schema", ERROR, "", "the recipe breaks schemas/automodel-recipe.schema.json")
+
+# ---------------------------------------------------------------------------------------------------
+# Launch rules (rules/launch.py): the recipe on several nodes, and the sbatch script that launches it.
+# A rule with two severities registers the worse; the milder case passes its own.
+# ---------------------------------------------------------------------------------------------------
+NTASKS_PER_NODE = register(
+    "launch-ntasks-per-node", ERROR, SCRIPT,
+    "one torchrun per node: --ntasks-per-node > 1 with torchrun starts several launchers on one rendezvous port")
+PREEMPTION_SIGNAL = register(
+    "launch-preemption-signal", ERROR, "step_scheduler.preemption_signal",
+    "a script that has Slurm send SIGUSR1 needs a recipe whose preemption_signal handles SIGUSR1")
+NODE_LOCAL_CACHE = register(
+    "launch-node-local-cache", ERROR, "checkpoint.checkpoint_dir",
+    "on several nodes, checkpoints (error) and the recipe and caches the script names (warning) must be on "
+    "storage every node mounts")
+EP_NVLINK = register(
+    "launch-ep-nvlink", ERROR, "model.backend.dispatcher",
+    "EP groups beyond the NVLink domain: mok cannot span domains (error); hybridep needs the domain size "
+    "exported by the script (warning)", needs=("cluster",))
+LAUNCHER_SECTION = register(
+    "launch-launcher-section", ERROR, "skypilot",
+    "a recipe the script runs through nemo_automodel.cli.app must not carry a skypilot: or nemo_run: section")
 
 # ---------------------------------------------------------------------------------------------------
 # validate.py: cost model and what could not be judged.

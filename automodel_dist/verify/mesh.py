@@ -17,7 +17,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import AutomodelDistError, InputError
-from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding
+from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding, locate_all
 from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
@@ -113,13 +113,6 @@ def decides_meshes(finding: Finding) -> bool:
     return rule.id in MESH_STAGE_RULES or bool(MESH_STAGE_AUTOMODEL_RULES.intersection(rule.automodel))
 
 
-def _located(finding: Finding, doc: Document) -> Finding:
-    if finding.line is not None:
-        return finding
-    pos = doc.locate(finding.path)
-    return finding.located(*pos) if pos else finding
-
-
 def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
     """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage.
 
@@ -146,7 +139,7 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
         except RecipeValueError as exc:
             raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
         findings += [f for f in check_layout(layout) if decides_meshes(f)]
-    return layout, [_located(f, doc) for f in findings]
+    return layout, locate_all(doc, findings)
 
 
 def _compare(plan: MeshPlan, built: TorchMeshes, tables: dict[str, list[list[int]]]) -> None:
@@ -269,7 +262,7 @@ def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int 
     report.tables = built.tables
     t = time.perf_counter()
     report.node_map = node_map(built.tables, gpus_per_node=gpus_per_node, nvlink_domain=domain)
-    report.findings += [_located(f, doc) for f in locality_findings(report, gpu)]
+    report.findings += locate_all(doc, locality_findings(report, gpu))
     timing["node_map"] = time.perf_counter() - t
     timing["total"] = time.perf_counter() - start
     report.timing = timing
