@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from automodel_dist.compiler import compile_intent
 from automodel_dist.errors import InputError
 from automodel_dist.intent import load_intent
 from automodel_dist.launch import write_launch_files
+from automodel_dist.rules.launch import is_node_local
 from automodel_dist.validate import validate_recipe
 from automodel_dist.yamlio import load_document
 
@@ -130,3 +132,59 @@ def test_every_example_compiles_to_a_clean_script(tmp_path: Path, intent: Path) 
     if result.layout.dispatcher == "hybridep":
         assert assigned(text, "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN") == str(cluster.nvlink_domain)
     assert load_document(recipe).plain()["step_scheduler"]["preemption_signal"] == ["SIGUSR1", "SIGTERM"]
+
+
+# --- validate --sbatch: the script compile wrote, judged with its recipe ------------------------------
+
+def _validate_cli(recipe: Path, sbatch: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["validate", str(recipe), "--nodes", "2", "--gpus-per-node", "8", "--gpu", "h100-80gb",
+                 "--sbatch", str(sbatch), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_written_script_validates_clean_with_its_recipe(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    _, recipe = _compile(tmp_path, "slurm")
+    script = recipe.parent / "launch.sbatch"
+    capsys.readouterr()
+    code, out, _ = _validate_cli(recipe, script, capsys)
+    assert code == 0, out
+    report = validate_recipe(recipe, world_size=16, gpus_per_node=8, gpu="h100-80gb", sbatch=script)
+    in_script = [f for f in report.findings if f.file is not None]
+    # pytest's temporary folder is node-local by name, so the script's RECIPE line draws the one warning
+    # a shared folder would not; nothing else in the script is flagged.
+    assert [(f.rule, f.severity, f.file) for f in in_script] == (
+        [("launch-node-local-cache", "warning", str(script))] if is_node_local(str(recipe.resolve())) else [])
+    lines = script.read_text().splitlines()
+    assert all(lines[f.line - 1].startswith(("RECIPE=", "export RECIPE=")) for f in in_script)
+
+
+def test_several_torchrun_tasks_per_node_in_the_script_fail_validate_at_their_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, recipe = _compile(tmp_path, "slurm")
+    text = (recipe.parent / "launch.sbatch").read_text()
+    assert "#SBATCH --ntasks-per-node=1\n" in text and "torchrun" in text
+    bad = tmp_path / "bad.sbatch"
+    bad.write_text(text.replace("#SBATCH --ntasks-per-node=1\n", "#SBATCH --ntasks-per-node=8\n"))
+    line = text.splitlines().index("#SBATCH --ntasks-per-node=1") + 1
+    capsys.readouterr()
+    code, out, _ = _validate_cli(recipe, bad, capsys)
+    assert code == 1
+    assert f"{bad}:{line}:1: error [launch-ntasks-per-node]" in out and "EADDRINUSE" in out
+    code, out, _ = _validate_cli(recipe, bad, capsys, "--format", "json")
+    [finding] = [f for f in json.loads(out)["findings"] if f["rule"] == "launch-ntasks-per-node"]
+    assert (finding["file"], finding["line"], finding["col"]) == (str(bad), line, 1)
+    # The script's text works as well as its path (the API's `sbatch=`), named <sbatch>.
+    report = validate_recipe(recipe, world_size=16, gpus_per_node=8, sbatch=bad.read_text())
+    [error] = report.errors
+    assert (error.rule, error.file, error.line) == ("launch-ntasks-per-node", "<sbatch>", line)
+
+
+@pytest.mark.parametrize("name", ["missing.sbatch", "."])
+def test_an_unreadable_sbatch_path_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    _, recipe = _compile(tmp_path, "slurm")
+    capsys.readouterr()
+    code, _, err = _validate_cli(recipe, tmp_path / name, capsys)
+    assert code == 2
+    assert "sbatch script" in err and "hint:" in err and "Traceback" not in err
