@@ -10,10 +10,8 @@ An intent nothing fits must instead fail with the closest layouts and at least o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from automodel_oracle import Oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,13 +25,6 @@ from automodel_dist.validate import validate_recipe
 MODELS = ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-8B", "meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.1-8B",
           "mistralai/Mixtral-8x7B-v0.1", "openai/gpt-oss-20b", "Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-70B")
 GPUS = ("h100-80gb", "h200-141gb", "b200", "a100-80gb", "gb200-nvl72")
-
-
-@pytest.fixture(scope="module")
-def oracle() -> Iterator[Oracle]:
-    worker = Oracle()
-    yield worker
-    worker.close()
 
 
 @st.composite

@@ -26,13 +26,6 @@ MAX_WORLD = 4096
 POW2_WORLDS = [2**k for k in range(13)]
 
 
-@pytest.fixture(scope="module")
-def oracle():
-    worker = Oracle()
-    yield worker
-    worker.close()
-
-
 def ours(section: dict[str, Any], world_size: int) -> MeshReport | InputError:
     try:
         return build_meshes({"recipe": "TrainFinetuneRecipeForNextTokenPrediction", "distributed": section},

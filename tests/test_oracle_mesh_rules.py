@@ -44,13 +44,6 @@ sections = st.fixed_dictionaries({}, optional={
 worlds = st.sampled_from([1, 2, 4, 6, 8, 8, 12, 16, 16, 32, 64])
 
 
-@pytest.fixture(scope="module")
-def oracle():
-    worker = Oracle()
-    yield worker
-    worker.close()
-
-
 def our_mesh_errors(section: dict[str, Any], world: int) -> list[r.Finding]:
     report = validate_recipe({"recipe": "TrainFinetuneRecipeForNextTokenPrediction", "distributed": section},
                              world_size=world)
