@@ -7,11 +7,15 @@ recipes (e.g. a checkout's `examples/`). The world size of each recipe comes fro
 
 1. its `ci:` block: `nodes` x GPUs per node (`ci.nproc_per_node`, else 4 for `cluster_tag: gb200`,
    else 8), as AutoModel's CI generator runs it;
-2. `benchmark.num_nodes` x 8;
+2. `benchmark.num_gpus` (over `benchmark.num_nodes` nodes), else `benchmark.num_nodes` x 8;
 3. its comments: "N nodes x G GPUs", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
 4. otherwise 8 (one node).
 Unless the size came from `ci:`, a recipe that fails on world-size arithmetic only is judged again at the
 smallest world size at which its distributed section is coherent (marked `fitted` and counted).
+
+AutoModel's CI also runs a recipe with the overrides its `ci:` block names (`ci.local_batch_size` ->
+step_scheduler.local_batch_size, `ci.ep_size` -> distributed.ep_size, `ci.max_steps`); they are applied
+the same way here.
 
 Per recipe it prints the world size, where it came from, the error and warning counts, the error rule
 ids and whether the meshes were built; then a summary. Exit 0 when every recipe validates clean.
@@ -39,9 +43,10 @@ WORLD_RULES = frozenset({"am-r9-world-divisible", "mesh-world-product", "am-r12-
                          "am-r12-dp-replicate-below-dp", "am-r13-ep-divides-non-pp", "am-r39-gbs-divisible",
                          "am-r37-mok-world", "am-r42-kd-meshes"})
 FALLBACK_WORLDS = (*range(1, 8), *(8 * n for n in range(1, 1025)))
-_NODES_X_GPUS = re.compile(r"(\d+)\s*nodes?\s*[x×*]\s*(\d+)\s*(?:gpus?|h100|b200|gb200)?", re.IGNORECASE)
+_NODES_X_GPUS = re.compile(r"\b(\d+)\s*nodes?\s*[x×*]\s*(\d+)\s*(?:gpus?|h100|b200|gb200)?", re.IGNORECASE)
 _NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d+)")
-_NODES = re.compile(r"--nnodes[= ](\d+)|(\d+)\s*nodes?\b", re.IGNORECASE)
+_NNODES = re.compile(r"--nnodes[= ](\d+)")
+_NODES = re.compile(r"\b(\d+)[\s-]*nodes?\b", re.IGNORECASE)
 _ON_GPUS = re.compile(r"\bon\s+(\d+)\s*(?:x\s*)?(?:h100|b200|gb200|a100)?\s*gpus\b", re.IGNORECASE)
 
 
@@ -71,14 +76,17 @@ class Outcome:
 def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
     """The world size the recipe says it runs at, or None when it does not say."""
     ci = config.get("ci")
-    if isinstance(ci, Mapping) and isinstance(ci.get("nodes"), int):
+    if isinstance(ci, Mapping) and isinstance(ci.get("nodes"), int) and ci["nodes"] > 0:
         gpn = ci.get("nproc_per_node")
         if not isinstance(gpn, int):
             gpn = GB200_GPUS_PER_NODE if str(ci.get("cluster_tag", "")).lower() == "gb200" else DEFAULT_GPUS_PER_NODE
         return World(ci["nodes"] * gpn, gpn, "ci")
     bench = config.get("benchmark")
     if isinstance(bench, Mapping) and isinstance(bench.get("num_nodes"), int) and bench["num_nodes"] > 0:
-        return World(bench["num_nodes"] * DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "benchmark.num_nodes")
+        nodes, gpus = bench["num_nodes"], bench.get("num_gpus")
+        if isinstance(gpus, int) and gpus > 0 and gpus % nodes == 0:
+            return World(gpus, gpus // nodes, "benchmark")
+        return World(nodes * DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "benchmark")
     comments = "\n".join(line.split("#", 1)[1] for line in text.splitlines() if "#" in line)
     if m := _NODES_X_GPUS.search(comments):
         nodes, gpn = int(m[1]), int(m[2])
@@ -88,15 +96,32 @@ def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
         return World(size, min(size, DEFAULT_GPUS_PER_NODE), "comment")
     if m := _NPROC.search(comments):
         gpn = int(m[1])
-        nodes = next((int(n[1] or n[2]) for n in _NODES.finditer(comments)), 1)
+        nodes = next((int(n[1]) for n in (_NNODES.search(comments), _NODES.search(comments)) if n), 1)
         return World(nodes * gpn, gpn, "comment")
     return None
+
+
+# `ci:` keys AutoModel's CI generator turns into overrides of the recipe (tests/ci_tests/utils/generate_ci_tests.py).
+CI_OVERRIDES = {"local_batch_size": ("step_scheduler", "local_batch_size"), "ep_size": ("distributed", "ep_size"),
+                "max_steps": ("step_scheduler", "max_steps")}
+
+
+def as_run(path: Path) -> Path | dict[str, Any]:
+    """The recipe as CI runs it: the file itself, or its mapping with the `ci:` overrides applied."""
+    config = load_document(path, what="recipe").plain()
+    ci = config.get("ci") if isinstance(config, Mapping) else None
+    if not isinstance(ci, Mapping) or not any(key in ci for key in CI_OVERRIDES):
+        return path
+    for key, (section, field_name) in CI_OVERRIDES.items():
+        if key in ci and isinstance(config.get(section), Mapping):
+            config[section] = {**config[section], field_name: ci[key]}
+    return config
 
 
 def _judge(path: Path, world: World) -> Outcome:
     outcome = Outcome(path=path, world=world)
     try:
-        report = validate_recipe(path, world_size=world.size, gpus_per_node=world.gpus_per_node)
+        report = validate_recipe(as_run(path), world_size=world.size, gpus_per_node=world.gpus_per_node)
     except AutomodelDistError as exc:
         outcome.input_error = str(exc)
         return outcome
@@ -127,7 +152,7 @@ def dry_run(outcome: Outcome) -> bool:
     from automodel_dist.verify.mesh import build_meshes
 
     try:
-        report = build_meshes(outcome.path, world_size=outcome.world.size,
+        report = build_meshes(as_run(outcome.path), world_size=outcome.world.size,
                               gpus_per_node=outcome.world.gpus_per_node)
     except AutomodelDistError:
         return False
