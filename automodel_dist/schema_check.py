@@ -18,15 +18,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from automodel_dist.findings import ERROR, WARNING
 from automodel_dist.resources import SCHEMAS_DIR
 from automodel_dist.yamlio import Document, PathKey, join_path
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
-
-ERROR = "error"
-WARNING = "warning"
 
 
 @dataclass(frozen=True)
