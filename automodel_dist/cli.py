@@ -43,9 +43,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                          hint="drop --format json")
     kwargs = {}
     if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
-        from automodel_dist.resources import SCHEMAS_DIR
+        from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 
-        schema = SCHEMAS_DIR / "automodel-recipe.schema.json"
+        schema = SCHEMAS_DIR / RECIPE_SCHEMA
         kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
     result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
@@ -94,9 +94,9 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from automodel_dist.resources import SCHEMAS_DIR
+    from automodel_dist.resources import INTENT_SCHEMA, RECIPE_SCHEMA, SCHEMAS_DIR
 
-    name = {"intent": "intent.schema.json", "recipe": "automodel-recipe.schema.json"}[args.which]
+    name = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}[args.which]
     sys.stdout.write((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
     return 0
 

@@ -18,10 +18,10 @@ from ruamel.yaml.error import YAMLError
 
 from automodel_dist.errors import InputError
 from automodel_dist.problem import Pins, Problem, TrainingSpec
+from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
 from automodel_dist.yamlio import Document, PathKey, join_path, load_document
 
-INTENT_SCHEMA = "intent.schema.json"
 DEFAULT_PEFT_RANK = 16
 INT_PINS = ("tp", "pp", "vpp", "cp", "ep", "dp_replicate", "local_batch_size", "micro_batch_size")
 

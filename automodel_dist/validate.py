@@ -17,7 +17,7 @@ from automodel_dist.errors import InputError
 from automodel_dist.findings import Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.resources import SCHEMAS_DIR
+from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
@@ -27,8 +27,6 @@ from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
-
-RECIPE_SCHEMA = "automodel-recipe.schema.json"
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
