@@ -78,7 +78,8 @@ def problem_and_layout(row: CalibrationRow) -> tuple[Problem, Layout]:
 def options(row: CalibrationRow) -> RecipeOptions:
     return RecipeOptions(checkpointing=row.checkpointing, master_weights=row.master_weights,
                          logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
-                         reduce_dtype=row.reduce_dtype, async_tp=row.async_tp)
+                         reduce_dtype=row.reduce_dtype, async_tp=row.async_tp,
+                         blocking_pipeline_recv=row.torch_pipeline)
 
 
 def evaluate(row: CalibrationRow) -> RowResult:

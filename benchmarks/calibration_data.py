@@ -67,6 +67,7 @@ class CalibrationRow:
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
+    torch_pipeline: bool = True  # torch.distributed.pipelining (AutoModel, torchtitan), not Megatron's schedules
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
@@ -110,12 +111,14 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
               gpu: str = "h100", notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
-    overlapped with the GEMMs (TE userbuffers, on in its performance recipes); all held out."""
+    overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
+    schedules; all held out."""
     return CalibrationRow(
         name=name, source=source, model=model, gpu=gpu, world_size=world, layout=layout, seq_length=seq,
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
-        defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
-        memory_gib=memory_gib, memory_metric="allocated", role="held-out", memory_role="held-out", notes=notes,
+        defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, torch_pipeline=False, tokens_per_s_per_gpu=tps,
+        tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated", role="held-out",
+        memory_role="held-out", notes=notes,
     )
 
 

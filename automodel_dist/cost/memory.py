@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from automodel_dist.cost.shape import ModelShape
-from automodel_dist.layout import MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
+from automodel_dist.layout import FLEX_DISPATCHERS, MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
 from automodel_dist.pipeline_stages import layers_per_stage
 from automodel_dist.problem import TrainingSpec
 
@@ -150,6 +150,8 @@ class RecipeOptions:
     `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
     gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
+    `blocking_pipeline_recv`: the pipeline runtime blocks on receives before independent compute
+    (torch.distributed.pipelining, AutoModel's; Megatron's schedules do not).
     """
 
     checkpointing: str | None = None
@@ -158,6 +160,7 @@ class RecipeOptions:
     defer_grad_sync: bool = True
     reduce_dtype: str = "float32"
     async_tp: bool = False
+    blocking_pipeline_recv: bool = True
 
     @property
     def reduce_bytes(self) -> int:
@@ -218,7 +221,7 @@ def memory_breakdown(
     moe_act = (shape.moe_act_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
-    if ep > 1 and layout.dispatcher in ("deepep", "hybridep", "uccl_ep", "mok"):
+    if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
         runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
 
     best: tuple[float, ...] = ()

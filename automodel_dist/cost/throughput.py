@@ -22,7 +22,7 @@ from functools import lru_cache
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions, checkpointing_mode
 from automodel_dist.cost.shape import ModelShape
-from automodel_dist.layout import V_SCHEDULES, Layout
+from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
 
 # Achievable share of the bf16 dense peak for large dense GEMM + attention work on Hopper with TE
@@ -76,7 +76,6 @@ ATTENTION_BLOCK_TOKENS = 512.0
 # Achievable share of the link bandwidth for the MoE dispatch/combine. The flex dispatchers (DeepEP,
 # HybridEP, UCCL-EP, MoK) run all-to-all kernels and send a token once per remote NVLink domain, then
 # forward it inside the domain; torch's path moves tokens with DTensor all-gather/reduce-scatter.
-FLEX_DISPATCHERS = ("deepep", "hybridep", "uccl_ep", "mok")
 FLEX_DISPATCH_EFFICIENCY = 0.9
 TORCH_DISPATCH_EFFICIENCY = 0.25
 # Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
@@ -85,6 +84,14 @@ FSDP_EXPOSED = 0.05
 # Share of the forward that selective (op-level) checkpointing replays: every other matmul and the
 # cheap elementwise ops (a prior; only torchtitan's rows use it).
 SELECTIVE_RECOMPUTE = 0.5
+# torch.distributed.pipelining's multi-stage schedules post each receive as soon as it can be scheduled
+# and block on it before independent compute (pytorch/pytorch#172668, the root cause of
+# torchtitan#2209; #188833: Interleaved1F1B's warm-up head-of-line bubble), so a rank holding several
+# stages keeps only this share of the bubble reduction interleaving promises. Fit: torchtitan's
+# Llama 3.1 405B PP8 rows (1F1B 100, interleaved 128 tokens/s/GPU: +28%, where the full reduction
+# predicts +51%; with 0.3, +35%, the smallest share that keeps the interleaved row's error within six
+# points of the 1F1B row's).
+TORCH_INTERLEAVE_KEPT = 0.3
 # Zero-bubble schedules split the weight-gradient pass to fill most of the bubble.
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
@@ -153,10 +160,17 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
     return max(nvlink, network)
 
 
-def _bubble_fraction(layout: Layout, n_micro: int) -> float:
-    """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble."""
+def _bubble_fraction(layout: Layout, n_micro: int, blocking_recv: bool) -> float:
+    """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble.
+
+    With `blocking_recv` (torch.distributed.pipelining) a multi-stage schedule keeps only part of the
+    interleaving's gain: see TORCH_INTERLEAVE_KEPT.
+    """
     stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else (layout.vpp or 1)
-    fraction = (layout.pp - 1) / (stages_per_rank * n_micro)
+    share = 1.0 / stages_per_rank
+    if blocking_recv:
+        share = 1.0 - TORCH_INTERLEAVE_KEPT * (1.0 - share)
+    fraction = (layout.pp - 1) / n_micro * share
     if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
         fraction *= ZERO_BUBBLE_FACTOR
     return fraction
@@ -300,7 +314,8 @@ def time_breakdown(
     fsdp_comm = (max(0.0, gather_s - busy) + max(0.0, sync_s - sync_window)
                  + FSDP_EXPOSED * (gather_s + sync_s))
 
-    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(layout, n_micro) if pp > 1 else 0.0
+    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(
+        layout, n_micro, options.blocking_pipeline_recv) if pp > 1 else 0.0
     return {
         "compute": compute,
         "recompute": recompute,

@@ -19,6 +19,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
@@ -149,6 +150,9 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
                                                                            cluster)))
         d.put("dp_replicate_size", layout.dp_replicate, _why(problem, "dp_replicate", _hsdp_reason(layout)))
         d.put("sequence_parallel", layout.sequence_parallel, _sp_reason(layout, model.is_moe))
+        if not planned_options(problem, layout).defer_grad_sync:
+            d.put("defer_fsdp_grad_sync", False, "reduce-scatter every micro batch: a deferred sync would keep "
+                  "unsharded fp32 gradients of every layer and not fit (AutoModel's 70B recipes do the same)")
     _put_ac(problem, d, layout)
     if layout.pp > 1:
         d.put("pipeline", _pipeline(problem, layout), "pipeline parallelism needs this block (AutoModel R6)")
