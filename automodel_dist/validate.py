@@ -79,7 +79,8 @@ def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
         return None, None
     if isinstance(sbatch, str) and "\n" in sbatch:
         return sbatch, "<sbatch>"
-    return read_text_file(sbatch, what="sbatch script", kind="script", suffix=".sbatch"), str(sbatch)
+    text = read_text_file(sbatch, what="sbatch script", expected="the Slurm script that launches the recipe")
+    return text, str(sbatch)
 
 
 def _is_diffusion(config: Mapping[str, Any]) -> bool:

@@ -115,20 +115,20 @@ def parse_yaml_text(text: str, filename: str) -> Any:
         raise InputError(f"YAML syntax error: {exc}", where=filename, hint="fix the YAML syntax") from None
 
 
-def read_text_file(path: str | Path, *, what: str, kind: str, suffix: str) -> str:
-    """The UTF-8 text of a user-named file; a missing, unreadable or directory path is an InputError."""
+def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
+    """The UTF-8 text of a file the user named; a missing, unreadable or directory path is an InputError
+    saying `what` it was meant to be and what to pass instead (`expected`, e.g. "a .yaml file")."""
     filename = str(path)
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"{what} path is a directory, not a {kind}", where=filename,
-                         hint=f"pass the path of a {suffix} file")
+        raise InputError(f"{what} path is a directory", where=filename, hint=f"pass {expected}")
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"{what} file not found", where=filename,
-                         hint="check the path; it is read relative to the current directory") from None
+        raise InputError(f"{what} not found", where=filename,
+                         hint=f"pass {expected}; a relative path is read from the current directory") from None
     except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"cannot read {what} file: {exc.__class__.__name__}: {exc}", where=filename,
+        raise InputError(f"cannot read {what}: {exc.__class__.__name__}: {exc}", where=filename,
                          hint="make the file readable UTF-8 text") from None
 
 
@@ -138,7 +138,7 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
         return Document(data=source, filename=f"<{what}>")
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
         filename = str(source)
-        text = read_text_file(source, what=what, kind="YAML file", suffix=".yaml")
+        text = read_text_file(source, what=f"{what} file", expected="the path of a .yaml file")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
     else:

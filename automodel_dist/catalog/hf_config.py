@@ -14,6 +14,7 @@ from typing import Any
 from automodel_dist.catalog.fields import check_spec
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.yamlio import read_text_file
 
 _REQUIRED = object()
 
@@ -265,14 +266,7 @@ def load_hf_config(path: Path) -> ModelSpec:
     """A local config.json (or a folder holding one) -> ModelSpec named after its folder."""
     file = path / "config.json" if path.is_dir() else path
     where = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("model config not found", where=where,
-                         hint="pass a config.json or a model folder that holds one") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read model config: {exc.__class__.__name__}: {exc}", where=where,
-                         hint="make the file readable UTF-8 JSON") from None
+    text = read_text_file(file, what="model config", expected="a config.json or a model folder that holds one")
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
