@@ -23,7 +23,7 @@ from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
-from automodel_dist.targets.automodel.config import resolve_config
+from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
@@ -44,12 +44,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
             "reads a different schema, which validate does not judge", path="")]), source=doc.filename)
-    findings: list[Finding] = [
-        r.ENV_VAR.finding(f"environment variable {m.name} is not set here and {m.token} has no default: AutoModel "
-                          "fails at load unless it is set where the job runs (judged with the key's default)",
-                          path=join_path(m.path), hint=f"export {m.name}=... or write ${{{m.name},DEFAULT}}",
-                          automodel_message=m.automodel_message)
-        for m in missing]
+    findings: list[Finding] = env_var_findings(missing)
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
@@ -81,6 +76,16 @@ def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
         return sbatch, "<sbatch>"
     text = read_text_file(sbatch, what="sbatch script", expected="the Slurm script that launches the recipe")
     return text, str(sbatch)
+
+
+def env_var_findings(missing: list[MissingEnvVar]) -> list[Finding]:
+    """A warning per unset `${VAR}` without a default: the job's environment may well set it."""
+    return [r.ENV_VAR.finding(f"environment variable {m.name} is not set here and {m.token} has no default: "
+                              "AutoModel fails at load unless it is set where the job runs (judged with the "
+                              "key's default)", path=join_path(m.path),
+                              hint=f"export {m.name}=... or write ${{{m.name},DEFAULT}}",
+                              automodel_message=m.automodel_message)
+            for m in missing]
 
 
 def _is_diffusion(config: Mapping[str, Any]) -> bool:

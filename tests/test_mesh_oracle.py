@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from recipe_fixtures import VALID, fixture_world_size
 
 from automodel_dist.errors import InputError
-from automodel_dist.targets.automodel.config import load_config
+from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.verify.groups import DEVICE_MESH, MOE_MESH
 from automodel_dist.verify.mesh import MeshReport, build_meshes
 from automodel_dist.yamlio import load_document
@@ -201,7 +201,7 @@ def test_valid_recipes_build_as_automodel_builds_them(oracle: Oracle, path: Path
     world = fixture_world_size(path)
     report = build_meshes(path, world_size=world)
     assert report.ok, [f"{f.rule}: {f.message}" for f in report.errors]
-    config = load_config(load_document(path).data)
+    config = resolve_config(load_document(path).data)[0]
     section = config["distributed"]
     # Distillation on separate meshes: the student's mesh covers its own ranks [0, s), not the world.
     mesh_world = report.world_size

@@ -22,11 +22,12 @@ from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
-from automodel_dist.targets.automodel.config import load_config
+from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
+from automodel_dist.validate import env_var_findings
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
 from automodel_dist.verify.torch_build import TorchMeshes, build_with_torch, require_torch
-from automodel_dist.yamlio import Document, load_document
+from automodel_dist.yamlio import Document, join_path, load_document
 
 # Typical figures, per GPU and direction, used to name the cost when the GPU is not known (H100 SXM:
 # NVLink 4 at 450 GB/s; one 400 Gb/s InfiniBand NDR port per GPU at 50 GB/s).
@@ -105,6 +106,9 @@ MESH_STAGE_RULES = frozenset(rule.id for rule in (r.WORLD_PRODUCT, r.DISTRIBUTED
                                                   r.MOE_UNKNOWN_KEY, r.DTYPE_STRING))
 
 
+MESH_SECTIONS = frozenset({"distributed", "teacher_distributed", "separate_meshes"})
+
+
 def decides_meshes(finding: Finding) -> bool:
     """Whether a finding belongs to the stage that builds the meshes (per the rule registry)."""
     rule = r.RULES.get(finding.rule)
@@ -119,13 +123,16 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
     For distillation on separate meshes the layout is the student's, on its own ranks [0, s): the
     teacher's mesh takes the ranks after it (AutoModel's `create_kd_distributed_setups`).
     """
-    try:
-        config = load_config(doc.data)
-    except InputError as exc:  # an unset ${VAR}: point at its line in the file, not only its dotted key
-        raise InputError(exc.message, where=doc.where(exc.where) if exc.where else doc.filename,
-                         hint=exc.hint) from None
-    findings = [f for f in check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node)
-                if decides_meshes(f)]
+    # An unset ${VAR} in a section the meshes do not read (a data path, a wandb key) is a warning, as in
+    # validate: the job's environment sets it. One the meshes depend on cannot be guessed: bad input.
+    config, missing = resolve_config(doc.data)
+    for var in missing:
+        if var.path and var.path[0] in MESH_SECTIONS:
+            raise InputError(var.automodel_message, where=doc.where(join_path(var.path)),
+                             hint=f"export {var.name}=... or give a default: ${{{var.name},VALUE}}")
+    findings = env_var_findings(missing)
+    findings += [f for f in check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node)
+                 if decides_meshes(f)]
     layout = None
     if not any(f.rule in BLOCKING_RULES for f in findings):
         kd = kd_mesh_sizes(config)
