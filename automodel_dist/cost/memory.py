@@ -137,6 +137,17 @@ def chunks_in_flight(layout: Layout, rank: int) -> float:
     return float(min(pp - rank, n_micro))
 
 
+def micro_batch_tokens(layout: Layout, seq_length: int) -> float:
+    """Tokens of one micro batch on one GPU's sequence shard (a pipeline micro batch, else the local batch)."""
+    samples = max(layout.micro_batch_size if layout.pp > 1 else layout.local_batch_size, 1)
+    return samples * seq_length / (layout.cp or 1)
+
+
+def micro_batches_per_step(layout: Layout) -> int:
+    """Forward/backward passes per optimizer step: accumulation steps times pipeline micro batches."""
+    return (layout.grad_accumulation or 1) * ((layout.n_microbatches or 1) if layout.pp > 1 else 1)
+
+
 @dataclass(frozen=True)
 class RecipeOptions:
     """Recipe settings the Layout does not carry, with AutoModel's defaults (memory and time use them).
@@ -210,12 +221,10 @@ def memory_breakdown(
     experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
     expert_layer_w = experts_per_rank * shape.expert_params  # one MoE layer's experts on this EP rank
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
-    micro_steps = (layout.grad_accumulation or 1) * ((layout.n_microbatches or 1) if pp > 1 else 1)
-    deferred = (options.defer_grad_sync or pp > 1) and micro_steps > 1
+    deferred = (options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1
     keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
 
-    samples = max(layout.micro_batch_size if pp > 1 else layout.local_batch_size, 1)
-    tokens = samples * training.seq_length / cp
+    tokens = micro_batch_tokens(layout, training.seq_length)
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
     moe_act = (shape.moe_act_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split

@@ -24,6 +24,11 @@ _COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
 NOT_MODELED = memory.NOT_MODELED + throughput.NOT_MODELED
 
 
+def memory_limit_gib(problem: Problem) -> float:
+    """The GPU's HBM less the problem's headroom: what a layout's peak must stay under to fit."""
+    return problem.cluster.gpu.hbm_gib * (1.0 - problem.memory_headroom)
+
+
 def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """The recipe settings the compiler writes for `layout` (the emitter and the planner's estimates agree).
 
@@ -48,7 +53,7 @@ def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
 def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
     shape = model_shape(problem.model, problem.training)
     mem = memory.memory_breakdown(shape, smallest, problem.training, nvlink_domain=problem.cluster.nvlink_domain)
-    if sum(mem.values()) <= problem.cluster.gpu.hbm_gib * (1.0 - problem.memory_headroom):
+    if sum(mem.values()) <= memory_limit_gib(problem):
         return AUTOMODEL_DEFAULTS
     return SYNC_EVERY_MICRO_BATCH
 
@@ -72,7 +77,7 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options)
     peak = sum(mem.values())
     step = sum(time.values())
-    fits = peak <= gpu.hbm_gib * (1.0 - problem.memory_headroom)
+    fits = peak <= memory_limit_gib(problem)
     world = max(layout.world_size, 1)
     tokens_per_gpu = training.global_batch_size * training.seq_length / world / step if step > 0 else 0.0
     tflops = tokens_per_gpu * throughput.model_flops_per_token(shape) / 1e12

@@ -4,9 +4,15 @@ Compute is the model's FLOPs (6 per weight per token for linear layers, causal a
 query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus one
 extra forward when activation checkpointing recomputes it, over the GPU's peak times an achievable
 efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce-scatter only beyond
-the compute it overlaps with; TP collectives and EP dispatch/combine on the critical path (AutoModel
-does not overlap them by default); the CP ring exchange beyond the attention it overlaps with; pipeline
-send/receive and the schedule's bubble.
+the compute it overlaps with (a sync deferred to the last micro batch only behind that micro batch's
+backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine on the critical path
+(AutoModel does not overlap them); CP's ring exchange beyond the part of the attention that hides it,
+plus its per-step latency and softmax correction; pipeline send/receive (blocking in
+torch.distributed.pipelining) and the schedule's bubble, of which torch's multi-stage schedules keep
+more than the textbook formula says.
+
+The same model scores other stacks through RecipeOptions: Megatron's rows overlap TP communication
+(`async_tp`) and keep interleaving's full gain (`blocking_pipeline_recv=False`).
 
 Model TFLOP/s/GPU follows the calibration tables' convention (AutoModel's performance summary): model
 FLOPs without recompute, LoRA counted at 4 per weight, causal attention.
@@ -20,7 +26,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import GpuSpec
-from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions, checkpointing_mode
+from automodel_dist.cost.memory import (
+    AUTOMODEL_DEFAULTS,
+    RecipeOptions,
+    checkpointing_mode,
+    micro_batch_tokens,
+    micro_batches_per_step,
+)
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
@@ -197,8 +209,7 @@ def time_breakdown(
     tokens_per_gpu = step_tokens / world
 
     # --- compute ---
-    samples = max(layout.micro_batch_size if pp > 1 else layout.local_batch_size, 1)
-    mb_tokens = samples * seq / cp  # tokens of one micro batch on one GPU's sequence shard
+    mb_tokens = micro_batch_tokens(layout, seq)
     size = mb_tokens / (mb_tokens + SMALL_BATCH_TOKENS)
     generation = _generation_efficiency(gpu.compute_capability)
     peft = PEFT_EFFICIENCY if training.is_peft else 1.0
@@ -231,7 +242,7 @@ def time_breakdown(
     # --- per-micro-batch collectives on the critical path ---
     ga = layout.grad_accumulation or 1
     n_micro = (layout.n_microbatches or 1) if pp > 1 else 1
-    micro_batches = ga * n_micro
+    micro_batches = micro_batches_per_step(layout)
     layers_here = shape.num_layers / pp
     forward_passes = 2 if checkpointed else 1  # forwards per micro batch
 
