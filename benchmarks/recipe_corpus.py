@@ -7,9 +7,11 @@ recipes (e.g. a checkout's `examples/`). The world size of each recipe comes fro
 
 1. its `ci:` block: `nodes` x GPUs per node (`ci.nproc_per_node`, else 4 for `cluster_tag: gb200`,
    else 8), as AutoModel's CI generator runs it;
-2. `benchmark.num_gpus` (over `benchmark.num_nodes` nodes), else `benchmark.num_nodes` x 8;
-3. its comments: "N nodes x G GPUs", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
-4. otherwise 8 (one node).
+2. its launcher section: `skypilot.num_nodes` x the count in `skypilot.accelerators` ("H100:8"),
+   `nemo_run.nodes` x `nemo_run.devices`;
+3. `benchmark.num_gpus` (over `benchmark.num_nodes` nodes), else `benchmark.num_nodes` x 8;
+4. its comments: "N nodes x G GPUs", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
+5. otherwise 8 (one node).
 Unless the size came from `ci:`, a recipe that fails on world-size arithmetic only is judged again at the
 smallest world size at which its distributed section is coherent (marked `fitted` and counted).
 
@@ -81,6 +83,9 @@ def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
         if not isinstance(gpn, int):
             gpn = GB200_GPUS_PER_NODE if str(ci.get("cluster_tag", "")).lower() == "gb200" else DEFAULT_GPUS_PER_NODE
         return World(ci["nodes"] * gpn, gpn, "ci")
+    launcher = _launcher_world(config)
+    if launcher is not None:
+        return launcher
     bench = config.get("benchmark")
     if isinstance(bench, Mapping) and isinstance(bench.get("num_nodes"), int) and bench["num_nodes"] > 0:
         nodes, gpus = bench["num_nodes"], bench.get("num_gpus")
@@ -116,6 +121,20 @@ def as_run(path: Path) -> Path | dict[str, Any]:
         if key in ci and isinstance(config.get(section), Mapping):
             config[section] = {**config[section], field_name: ci[key]}
     return config
+
+
+def _launcher_world(config: Mapping[str, Any]) -> World | None:
+    sky, run = config.get("skypilot"), config.get("nemo_run")
+    if isinstance(sky, Mapping) and isinstance(sky.get("accelerators"), str):
+        count = sky["accelerators"].rpartition(":")[2]
+        nodes = sky.get("num_nodes", 1)
+        if count.isdigit() and isinstance(nodes, int) and nodes > 0:
+            return World(nodes * int(count), int(count), "skypilot")
+    if isinstance(run, Mapping) and isinstance(run.get("devices"), int) and run["devices"] > 0:
+        nodes = run.get("nodes", 1)
+        if isinstance(nodes, int) and nodes > 0:
+            return World(nodes * run["devices"], run["devices"], "nemo_run")
+    return None
 
 
 def _judge(path: Path, world: World) -> Outcome:
