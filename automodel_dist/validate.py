@@ -14,7 +14,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Finding, Report, locate_all
+from automodel_dist.findings import NOTE, Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
@@ -156,6 +156,8 @@ def _judge_layouts(doc: Document, config: Mapping[str, Any], world_size: int, sp
 def _layout_findings(config: Mapping[str, Any], layout: Layout, training: TrainingSpec, spec: ModelSpec | None,
                      cluster: ClusterSpec, gpu: GpuSpec | None) -> list[Finding]:
     findings = check_layout(layout, model=spec, cluster=cluster)
+    if gpu is None:  # the NVLink domain is only assumed to be one node (a GB200 rack spans 72 GPUs)
+        findings = [_unknown_domain(f) if f.rule == r.EP_LEAVES_NVLINK.id else f for f in findings]
     if training.packed_sequences and layout.cp > 1:
         model_section = as_mapping(config.get("model"))
         backend_attn = as_mapping(model_section.get("backend")).get("attn")
@@ -168,6 +170,12 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
                                               path="distributed.cp_size", hint="pass --model"))
     findings += _memory_findings(config, layout, spec, cluster, training, gpu)
     return findings
+
+
+def _unknown_domain(finding: Finding) -> Finding:
+    """Without --gpu the NVLink domain is a guess (one node), so leaving it is a note, not a warning."""
+    return replace(finding, severity=NOTE, message=f"{finding.message} (assuming the NVLink domain is one node; "
+                   "a GB200 NVL72 rack spans 72 GPUs)", hint=f"pass --gpu to judge it; {finding.hint}")
 
 
 def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec | None, cluster: ClusterSpec,

@@ -65,3 +65,19 @@ def test_a_recipe_without_a_world_is_fitted_to_its_distributed_section(tmp_path:
                     "distributed: {strategy: fsdp2, pp_size: 8, dp_size: 16, pipeline: {pp_microbatch_size: 1}}\n")
     outcome = recipe_corpus.judge_recipe(path)
     assert outcome.world.source == "fitted" and outcome.world.size == 128 and outcome.clean
+
+
+EP32_GB200 = ("recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
+              "step_scheduler: {global_batch_size: 256, local_batch_size: 8}\n"
+              "model: {pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B, backend: {dispatcher: hybridep}}\n"
+              "distributed: {strategy: fsdp2, ep_size: 32}\n")
+
+
+def test_ep_leaving_an_assumed_domain_is_a_note_without_a_gpu() -> None:
+    """EP 32 on 4-GPU GB200 nodes stays inside the NVL72 rack: without --gpu the domain is unknown (a note)."""
+    def leaves(report):
+        return [f.severity for f in report.findings if f.rule == "topo-ep-leaves-nvlink"]
+
+    assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=4)) == ["note"]
+    assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=4, gpu="gb200-nvl72")) == []
+    assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=8, gpu="h100-80gb")) == ["warning"]
