@@ -401,3 +401,20 @@ def test_with_its_recipe_settings_automodels_70b_pretraining_prefers_fsdp_to_tp_
     for rival in rivals:
         est = estimate_layout(p, rival, options=sync)
         assert not est.fits or est.tokens_per_s_per_gpu < fsdp.tokens_per_s_per_gpu, rival.short()
+
+
+def test_the_pipeline_runs_at_the_pace_of_its_busiest_stage():
+    """AutoModel's layers_per_stage split gives the last stage the LM head on top of its layers: with
+    Llama 3.1 70B (80 layers, a 1B-parameter head) on PP8 that stage does ~11% more work than the average,
+    and compute grows by that factor; without PP there is nothing to balance."""
+    p = problem()
+    shape = model_shape(p.model, p.training)
+    pp8 = layout(pp=8, pp_schedule="1f1b", local_batch_size=64, micro_batch_size=1)
+    factor = throughput.stage_imbalance(shape, pp8)
+    head_share = shape.lm_head_flops / (shape.lm_head_flops + 80 * (shape.dense_layer_flops
+                                                                    + shape.attention_flops / 80))
+    assert factor == pytest.approx(1 + 7 * head_share, rel=1e-6)  # 10 layers + head vs (80 layers + head)/8
+    assert 1.05 < factor < 1.2
+    assert throughput.stage_imbalance(shape, layout()) == 1.0
+    flat = estimate_layout(p, layout(local_batch_size=1, micro_batch_size=1)).time["compute"]  # same micro batch
+    assert estimate_layout(p, pp8).time["compute"] == pytest.approx(flat * factor, rel=1e-6)

@@ -29,6 +29,7 @@ from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
     RecipeOptions,
+    candidate_ranks,
     checkpointing_mode,
     micro_batch_tokens,
     micro_batches_per_step,
@@ -188,6 +189,26 @@ def _bubble_fraction(layout: Layout, n_micro: int, blocking_recv: bool) -> float
     return fraction
 
 
+def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
+    """How much longer the busiest pipeline rank works than the average one (1.0 without PP).
+
+    A pipeline runs at the pace of its slowest stage. AutoModel splits by `layers_per_stage` only: every
+    stage gets the same number of decoder layers and the last one also runs the LM head and the loss,
+    with no way to move a layer off it (Megatron's `pp_layout`, e.g. DeepSeek-V3's `Et*3|(tt|)*29m|L`,
+    gives the embedding and the loss stages of their own; megatron-bridge.md §5). Work is counted in
+    model FLOPs: each layer's linear and attention FLOPs, the head's on the rank holding it.
+    """
+    if layout.pp <= 1:
+        return 1.0
+    attention = shape.attention_flops / max(shape.num_layers, 1)
+    dense = shape.dense_layer_flops + attention
+    moe = shape.moe_layer_flops + shape.moe_expert_flops + attention
+    total = shape.dense_layers * dense + shape.moe_layers * moe + shape.lm_head_flops
+    busiest = max(d * dense + m * moe + (shape.lm_head_flops if head else 0.0)
+                  for _, d, m, _, _, head in candidate_ranks(shape, layout))
+    return max(1.0, busiest * layout.pp / total) if total > 0 else 1.0
+
+
 def time_breakdown(
     shape: ModelShape,
     layout: Layout,
@@ -230,9 +251,9 @@ def time_breakdown(
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
     attention_rate = dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
-    compute = attention_time + tokens_per_gpu * (
+    compute = (attention_time + tokens_per_gpu * (
         dense_linear / dense_rate + experts / expert_rate
-    ) / linear_speed
+    ) / linear_speed) * stage_imbalance(shape, layout)  # the busiest pipeline rank paces the step
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     mode = checkpointing_mode(layout, options)
     checkpointed = mode == "full"
