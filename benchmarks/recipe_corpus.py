@@ -78,11 +78,12 @@ class Outcome:
 def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
     """The world size the recipe says it runs at, or None when it does not say."""
     ci = config.get("ci")
-    if isinstance(ci, Mapping) and isinstance(ci.get("nodes"), int) and ci["nodes"] > 0:
-        gpn = ci.get("nproc_per_node")
+    if isinstance(ci, Mapping) and any(isinstance(ci.get(k), int) for k in ("nodes", "nproc_per_node")):
+        nodes, gpn = ci.get("nodes", 1), ci.get("nproc_per_node")
         if not isinstance(gpn, int):
             gpn = GB200_GPUS_PER_NODE if str(ci.get("cluster_tag", "")).lower() == "gb200" else DEFAULT_GPUS_PER_NODE
-        return World(ci["nodes"] * gpn, gpn, "ci")
+        if isinstance(nodes, int) and nodes > 0 and gpn > 0:
+            return World(nodes * gpn, gpn, "ci")
     launcher = _launcher_world(config)
     if launcher is not None:
         return launcher
