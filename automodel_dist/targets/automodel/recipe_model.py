@@ -15,33 +15,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from automodel_dist.catalog.fields import check_spec
+from automodel_dist.catalog.fields import HF_KEY_TO_FIELD, check_spec
 from automodel_dist.catalog.hf_config import FAMILIES, model_from_hf_config
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.yamlio import as_mapping
 
 MODEL_KEY = "model.pretrained_model_name_or_path"
 MODEL_CONFIG_KEY = "model.config.pretrained_model_name_or_path"  # from_config recipes
 
-# Hugging Face config fields that reshape the model -> ModelSpec fields. Several families name the
-# routed-expert count differently (qwen3_moe num_experts, mixtral num_local_experts, deepseek n_routed_experts).
+# Hugging Face config fields that reshape the model -> ModelSpec fields: those spelled alike, and the
+# renames the catalog knows (several families name the routed-expert count differently: qwen3_moe
+# num_experts, mixtral num_local_experts, deepseek n_routed_experts).
 HF_OVERRIDES = {
-    "num_hidden_layers": "num_layers",
-    "hidden_size": "hidden_size",
-    "num_attention_heads": "num_attention_heads",
-    "num_key_value_heads": "num_key_value_heads",
-    "head_dim": "head_dim",
-    "intermediate_size": "intermediate_size",
-    "vocab_size": "vocab_size",
-    "tie_word_embeddings": "tie_word_embeddings",
-    "num_experts": "num_routed_experts",
-    "num_local_experts": "num_routed_experts",
-    "n_routed_experts": "num_routed_experts",
-    "n_shared_experts": "num_shared_experts",
-    "num_experts_per_tok": "experts_per_token",
-    "moe_intermediate_size": "moe_intermediate_size",
-    "first_k_dense_replace": "first_dense_layers",
+    **{name: name for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                               "intermediate_size", "vocab_size", "tie_word_embeddings", "moe_intermediate_size")},
+    **{key: name for key, name in HF_KEY_TO_FIELD.items() if name != "family"},
 }
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -58,8 +48,8 @@ class RecipeModel:
 
 def recipe_model(config: Mapping[str, Any]) -> RecipeModel:
     """The model the recipe's `model:` section builds; never raises for a model we do not know."""
-    section = _mapping(config.get("model"))
-    hf_config = _mapping(section.get("config"))
+    section = as_mapping(config.get("model"))
+    hf_config = as_mapping(section.get("config"))
     candidates = ((MODEL_KEY, section.get("pretrained_model_name_or_path")),
                   (MODEL_CONFIG_KEY, hf_config.get("pretrained_model_name_or_path")))
     key, name = next(((k, v) for k, v in candidates if isinstance(v, str) and v.strip()), (MODEL_KEY, None))
@@ -70,7 +60,7 @@ def recipe_model(config: Mapping[str, Any]) -> RecipeModel:
     except InputError:
         return RecipeModel(None, f"model {name!r} is not in the catalog", key,
                            "pass --model with a preset id, or a path to the model's config.json")
-    overrides = {**_overrides(section), **_overrides(_mapping(section.get("text_config"))),
+    overrides = {**_overrides(section), **_overrides(as_mapping(section.get("text_config"))),
                  **_overrides(hf_config)}
     if not overrides:
         return RecipeModel(spec)
@@ -120,7 +110,3 @@ def _reshaped(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         if reshaped.is_moe and "first_dense_layers" not in overrides:
             reshaped = replace(reshaped, first_dense_layers=min(reshaped.first_dense_layers, layers - 1))
     return check_spec(replace(reshaped, name=f"{spec.name} (reshaped by the recipe)"), "model")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
