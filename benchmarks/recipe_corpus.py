@@ -6,7 +6,7 @@ A false rejection of a real recipe is a bug, so this is how a maintainer re-chec
 recipes (e.g. a checkout's `examples/`). The world size of each recipe comes from, in order:
 
 1. its `ci:` block: `nodes` x GPUs per node (`ci.nproc_per_node`, else 4 for `cluster_tag: gb200`,
-   else 8), as AutoModel's CI generator runs it;
+   else what a comment says for that node count, "32 nodes x 4 GB200 GPUs", else 8);
 2. its launcher section: `skypilot.num_nodes` x the count in `skypilot.accelerators` ("H100:8"),
    `nemo_run.nodes` x `nemo_run.devices`;
 3. `benchmark.num_gpus` (over `benchmark.num_nodes` nodes), else `benchmark.num_nodes` x 8;
@@ -77,11 +77,15 @@ class Outcome:
 
 def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
     """The world size the recipe says it runs at, or None when it does not say."""
+    comments = "\n".join(line.split("#", 1)[1] for line in text.splitlines() if "#" in line)
+    stated = _NODES_X_GPUS.search(comments)
     ci = config.get("ci")
     if isinstance(ci, Mapping) and any(isinstance(ci.get(k), int) for k in ("nodes", "nproc_per_node")):
         nodes, gpn = ci.get("nodes", 1), ci.get("nproc_per_node")
         if not isinstance(gpn, int):
             gpn = GB200_GPUS_PER_NODE if str(ci.get("cluster_tag", "")).lower() == "gb200" else DEFAULT_GPUS_PER_NODE
+            if "cluster_tag" not in ci and stated and int(stated[1]) == nodes:  # "32 nodes x 4 GB200 GPUs"
+                gpn = int(stated[2])
         if isinstance(nodes, int) and nodes > 0 and gpn > 0:
             return World(nodes * gpn, gpn, "ci")
     launcher = _launcher_world(config)
@@ -93,9 +97,8 @@ def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
         if isinstance(gpus, int) and gpus > 0 and gpus % nodes == 0:
             return World(gpus, gpus // nodes, "benchmark")
         return World(nodes * DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "benchmark")
-    comments = "\n".join(line.split("#", 1)[1] for line in text.splitlines() if "#" in line)
-    if m := _NODES_X_GPUS.search(comments):
-        nodes, gpn = int(m[1]), int(m[2])
+    if stated:
+        nodes, gpn = int(stated[1]), int(stated[2])
         return World(nodes * gpn, gpn, "comment")
     if m := _ON_GPUS.search(comments):
         size = int(m[1])

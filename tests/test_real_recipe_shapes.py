@@ -41,6 +41,7 @@ def test_world_from_ci_benchmark_and_comments() -> None:
     assert world("", {"ci": {"nodes": 32, "nproc_per_node": 4}}).size == 128
     assert world("", {"ci": {"nodes": 2}}).size == 16
     assert world("", {"ci": {"nproc_per_node": 2}}).size == 2
+    assert world("# Target: 32 nodes x 4 GB200 GPUs, EP128\n", {"ci": {"nodes": 32}}).size == 128
     assert world("", {"benchmark": {"num_nodes": 2, "num_gpus": 16}}).size == 16
     assert world("# 4 nodes x 8 GPUs\n", {}).size == 32
     assert world("# run on 2 GB200 nodes\n#   torchrun --nnodes=2 --nproc-per-node=4 x.py\n", {}).size == 8
