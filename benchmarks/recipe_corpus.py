@@ -10,7 +10,7 @@ recipes (e.g. a checkout's `examples/`). The world size of each recipe comes fro
 2. its launcher section: `skypilot.num_nodes` x the count in `skypilot.accelerators` ("H100:8"),
    `nemo_run.nodes` x `nemo_run.devices`;
 3. `benchmark.num_gpus` (over `benchmark.num_nodes` nodes), else `benchmark.num_nodes` x 8;
-4. its comments: "N nodes x G GPUs", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
+4. its comments: "N nodes x G GPUs", "N GPUs / M nodes", "on N GPUs", "--nproc-per-node G" (x "N nodes" when said);
 5. otherwise 8 (one node).
 Unless the size came from `ci:`, a recipe that fails on world-size arithmetic only is judged again at the
 smallest world size at which its distributed section is coherent (marked `fitted` and counted).
@@ -49,6 +49,7 @@ _NODES_X_GPUS = re.compile(r"\b(\d+)\s*nodes?\s*[x×*]\s*(\d+)\s*(?:gpus?|h100|b
 _NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d+)")
 _NNODES = re.compile(r"--nnodes[= ](\d+)")
 _NODES = re.compile(r"\b(\d+)[\s-]*nodes?\b", re.IGNORECASE)
+_GPUS_OVER_NODES = re.compile(r"\b(\d+)\s*GPUs?\s*/\s*(\d+)\s*nodes?\b", re.IGNORECASE)
 _ON_GPUS = re.compile(r"\bon\s+(\d+)\s*(?:x\s*)?(?:h100|b200|gb200|a100)?\s*gpus\b", re.IGNORECASE)
 
 
@@ -100,6 +101,8 @@ def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
     if stated:
         nodes, gpn = int(stated[1]), int(stated[2])
         return World(nodes * gpn, gpn, "comment")
+    if (m := _GPUS_OVER_NODES.search(comments)) and int(m[1]) % int(m[2]) == 0:
+        return World(int(m[1]), int(m[1]) // int(m[2]), "comment")
     if m := _ON_GPUS.search(comments):
         size = int(m[1])
         return World(size, min(size, DEFAULT_GPUS_PER_NODE), "comment")

@@ -46,6 +46,7 @@ def test_world_from_ci_benchmark_and_comments() -> None:
     assert world("# 4 nodes x 8 GPUs\n", {}).size == 32
     assert world("# run on 2 GB200 nodes\n#   torchrun --nnodes=2 --nproc-per-node=4 x.py\n", {}).size == 8
     assert world("#   automodel r.yaml --nproc-per-node 8\n", {}).size == 8
+    assert world("# 256 GPUs / 32 nodes: pp4 x cp16\n", {}).size == 256
     assert world("", {"skypilot": {"accelerators": "H100:1", "num_nodes": 2}}).size == 2
     assert world("", {"nemo_run": {"nodes": 2, "devices": 8}}).size == 16
     assert world("# nothing here\n", {}) is None
