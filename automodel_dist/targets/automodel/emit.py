@@ -179,7 +179,9 @@ def _tp_reason(layout: Layout, nvlink: int) -> str:
 def _pp_reason(layout: Layout, num_layers: int) -> str:
     if layout.pp == 1:
         return "no pipeline: sharding alone fits the model"
-    return f"{layout.pp} pipeline ranks, about {num_layers // layout.pp} of {num_layers} layers each"
+    low, high = num_layers // layout.pp, -(-num_layers // layout.pp)
+    share = f"{low}" if low == high else f"{low}-{high}"
+    return f"{layout.pp} pipeline ranks, {share} of {num_layers} layers each"
 
 
 def _cp_reason(layout: Layout, seq: int) -> str:
