@@ -14,7 +14,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.findings import NOTE, Finding, Report, locate_all
+from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
@@ -44,7 +44,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
             "reads a different schema, which validate does not judge", path="")]), source=doc.filename)
-    findings: list[Finding] = env_var_findings(missing)
+    findings: list[Finding] = env_var_findings(missing) + _duplicate_key_findings(doc)
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
@@ -86,6 +86,15 @@ def env_var_findings(missing: list[MissingEnvVar]) -> list[Finding]:
                               hint=f"export {m.name}=... or write ${{{m.name},DEFAULT}}",
                               automodel_message=m.automodel_message)
             for m in missing]
+
+
+def _duplicate_key_findings(doc: Document) -> list[Finding]:
+    """A key written twice in one mapping loads fine (AutoModel's PyYAML keeps the last value), but the
+    earlier value is silently ignored: a warning at the ignored one."""
+    return [r.SCHEMA.finding(f"key {dup.key!r} is written again later in the same mapping: AutoModel keeps the "
+                             "later value and ignores this one", path="", severity=WARNING,
+                             hint="delete one of the two").located(dup.line, dup.col)
+            for dup in doc.duplicate_keys]
 
 
 def _is_diffusion(config: Mapping[str, Any]) -> bool:

@@ -13,7 +13,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from automodel_dist.errors import InputError
@@ -29,12 +31,51 @@ def _round_trip_yaml() -> YAML:
     return yaml
 
 
+@dataclass(frozen=True)
+class DuplicateKey:
+    """A key written twice in one mapping: the value at `line` (1-based) was replaced by a later one."""
+
+    key: str
+    line: int
+    col: int
+
+
+class _LastKeyWinsConstructor(RoundTripConstructor):
+    """A key repeated in one mapping keeps its last value, as PyYAML (which AutoModel loads recipes with)
+    does; ruamel would refuse the file. The shadowed occurrences are recorded in `duplicates`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.duplicates: list[DuplicateKey] = []
+
+    def construct_mapping(self, node: Any, maptyp: Any, deep: bool = False) -> Any:
+        if isinstance(node, MappingNode):
+            node.value = self._last_occurrences(node.value)
+        return super().construct_mapping(node, maptyp, deep)
+
+    def _last_occurrences(self, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+        last = {(k.tag, k.value): i for i, (k, _) in enumerate(pairs)
+                if isinstance(k, ScalarNode) and k.value != "<<"}
+        kept = []
+        for i, (key, value) in enumerate(pairs):
+            if isinstance(key, ScalarNode) and key.value != "<<" and last[(key.tag, key.value)] != i:
+                self.duplicates.append(DuplicateKey(str(key.value), key.start_mark.line + 1,
+                                                    key.start_mark.column + 1))
+                continue
+            kept.append((key, value))
+        return kept
+
+
 @dataclass
 class Document:
-    """A loaded YAML mapping plus where it came from, so findings can point into it."""
+    """A loaded YAML mapping plus where it came from, so findings can point into it.
+
+    `duplicate_keys` lists keys written twice in one mapping (the later value is the one loaded).
+    """
 
     data: Any
     filename: str
+    duplicate_keys: tuple[DuplicateKey, ...] = ()
 
     def locate(self, path: str | PathKey) -> tuple[int, int] | None:
         """1-based (line, col) of the deepest existing node on `path` (a dotted key or a tuple)."""
@@ -100,8 +141,14 @@ def _looks_like_path(text: str) -> bool:
 
 def parse_yaml_text(text: str, filename: str) -> Any:
     """Parse YAML text with positions; a syntax error becomes an InputError at its line:col."""
+    return _parse(text, filename)[0]
+
+
+def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
+    yaml = _round_trip_yaml()
+    yaml.Constructor = _LastKeyWinsConstructor
     try:
-        return _round_trip_yaml().load(text)
+        data = yaml.load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
@@ -113,6 +160,7 @@ def parse_yaml_text(text: str, filename: str) -> Any:
         ) from None
     except YAMLError as exc:
         raise InputError(f"YAML syntax error: {exc}", where=filename, hint="fix the YAML syntax") from None
+    return data, tuple(yaml.constructor.duplicates)
 
 
 def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
@@ -143,7 +191,7 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
         text, filename = source, f"<{what}>"
     else:
         raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}")
-    data = parse_yaml_text(text, filename)
+    data, duplicates = _parse(text, filename)
     if data is None:
         raise InputError(f"{what} is empty", where=filename, hint=f"write a YAML mapping describing the {what}")
     if not isinstance(data, Mapping):
@@ -152,7 +200,7 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
             where=f"{filename}:1:1",
             hint="the top level needs `key: value` lines, not a list or a scalar",
         )
-    return Document(data=data, filename=filename)
+    return Document(data=data, filename=filename, duplicate_keys=duplicates)
 
 
 def to_plain(value: Any) -> Any:

@@ -6,11 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from recipe_fixtures import RECIPES
 
 from automodel_dist.errors import InputError
 from automodel_dist.validate import validate_recipe
 from automodel_dist.verify.mesh import build_meshes
+from automodel_dist.yamlio import load_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import recipe_corpus
@@ -84,3 +86,22 @@ def test_ep_leaving_an_assumed_domain_is_a_note_without_a_gpu() -> None:
     assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=4)) == ["note"]
     assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=4, gpu="gb200-nvl72")) == []
     assert leaves(validate_recipe(EP32_GB200, world_size=32, gpus_per_node=8, gpu="h100-80gb")) == ["warning"]
+
+
+DUPLICATE_KEY = RECIPES / "valid" / "qwen3_moe_30b_duplicate_key_ep8.yaml"
+
+
+def test_a_repeated_key_keeps_its_last_value_as_pyyaml_does() -> None:
+    """AutoModel reads recipes with yaml.safe_load: the later activation_checkpointing wins."""
+    doc = load_document(DUPLICATE_KEY)
+    expected = yaml.safe_load(DUPLICATE_KEY.read_text(encoding="utf-8"))
+    assert doc.plain() == expected and expected["distributed"]["activation_checkpointing"] is True
+    assert [(d.key, d.line) for d in doc.duplicate_keys] == [("activation_checkpointing", 19)]
+
+
+def test_a_repeated_key_is_a_warning_at_the_ignored_one() -> None:
+    report = validate_recipe(DUPLICATE_KEY, world_size=8)
+    assert report.ok
+    warning = next(f for f in report.warnings if "written again" in f.message)
+    assert (warning.line, warning.col) == (19, 3)
+    assert build_meshes(DUPLICATE_KEY, world_size=8).layout.activation_checkpointing is True
