@@ -6,16 +6,21 @@ world (tp·cp·pp divides it, ep divides dp·cp·tp, the batch split divides the
 generated still goes through the shared rules (`rules.check_layout`), so the compiler can never emit what
 `validate` rejects and the pruning counts are the rules' own.
 
-Shortcuts keep it fast without changing the answer: a layout whose rule errors do not involve the batch
-split is checked once (with its smallest batch); batch variants stop at the first one that does not fit,
-because peak memory only grows with the micro batch; a layout without activation checkpointing is skipped
-when the same layout with it does not fit even at its smallest micro batch. Under PP the whole per-rank
-batch is one pipeline step (only the micro batch varies), unless the local batch is pinned.
+Three shortcuts keep it fast without changing the answer (tests/test_planner.py checks each premise on
+the real cost model and compares the search with a brute-force walk over many problems: same feasible
+set, same winner). A layout whose rule errors do not involve the batch split is checked once, with its
+smallest batch: the other splits break the same rules. Within one structure, a batch split with several
+micro batches per step is skipped when a split no larger in micro batch and in local batch did not fit:
+peak memory grows with the tokens of a micro batch and with the micro batches a pipeline keeps in
+flight. The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own:
+it has no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept
+gathered), so it can fit where smaller splits do not. A split without activation checkpointing is skipped
+where the same split with it did not fit. Under PP the whole per-rank batch is one pipeline step (only
+the micro batch varies), unless the local batch is pinned: this bounds the space, it is not a shortcut.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -33,7 +38,7 @@ Estimator = Callable[[Problem, Layout], Estimate]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
-THROUGHPUT_TIE = 0.01     # throughputs within 1% are a tie, broken toward the simpler layout
+THROUGHPUT_TIE = 0.01     # within 1% of the best value of the objective is a tie (see rank)
 ALTERNATIVES_KEPT = 100   # runner-up layouts (one per distinct structure) kept on a Plan
 BATCH_PATHS = ("step_scheduler.", "distributed.pipeline.pp_microbatch_size")
 
@@ -214,7 +219,7 @@ class _Enumerator:
         return self.dispatchers[ep]
 
     def acs(self, strategy: str) -> list[bool]:
-        """With checkpointing first: when that does not fit, the same layout without it is skipped."""
+        """With checkpointing first: the same layout without it cannot fit where that does not."""
         # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
         natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [True, False]
         return sorted(_pinned(self.p.pins.activation_checkpointing, natural), reverse=True)
@@ -259,37 +264,46 @@ class _Enumerator:
                                                 dispatcher=self.dispatcher(ep)), dp
 
     def run(self) -> Search:
-        hopeless: dict | None = None  # the last layout that did not fit even with activation checkpointing
+        with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses
         for base, dp in self.structures():
-            if not base["activation_checkpointing"] and hopeless == {**base, "activation_checkpointing": True}:
-                continue  # checkpointing only saves memory: without it this cannot fit either
-            if self.walk_batches(base, dp) and base["activation_checkpointing"]:
-                hopeless = base
+            twin = {**base, "activation_checkpointing": True}
+            known = with_ac[1] if not base["activation_checkpointing"] and with_ac[0] == twin else []
+            too_big = self.walk_batches(base, dp, known)
+            if base["activation_checkpointing"]:
+                with_ac = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
         return self.search
 
-    def walk_batches(self, base: dict, dp: int) -> bool:
-        """Judge the batch splits of one structure; True if even its smallest micro batch does not fit."""
+    def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
+        """Judge the batch splits of one structure, micro batch then local batch ascending; return the
+        (micro batch, local batch, several micro batches per step) of the splits that did not fit.
+
+        A split is skipped when it cannot fit (see the module docstring): with several micro batches per
+        step, when a split no larger in both batches did not fit; the one-micro-batch split, only when the
+        same split did not fit. `known` are the misses of the same structure with activation checkpointing.
+        """
         batches = self.batches(base["pp"], dp)
         if not batches:  # no batch split divides the global batch: let the rules say why
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
             mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
             self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
-            return False
+            return []
+        gbs = self.p.training.global_batch_size
+        too_big = list(known)
         for mbs, lbs_list in batches:
-            first = True
             for lbs in lbs_list:
+                several = base["pp"] > 1 or lbs * dp < gbs
+                if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
+                       for m, b, s in too_big):
+                    continue
                 verdict = self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
                 if verdict == "structural":
-                    return False
+                    return []
                 if verdict == "too-big":
-                    if first:
-                        return mbs == batches[0][0]  # a larger micro batch only needs more memory
-                    break
-                first = first and verdict != "fits"
-        return False
+                    too_big.append((mbs, lbs, several))
+        return too_big
 
     def judge(self, layout: Layout) -> str:
         """'structural' | 'batch' (a rule broke) | 'too-big' | 'fits'."""
@@ -331,30 +345,54 @@ def groups_leaving_node(layout: Layout, gpus_per_node: int) -> int:
 
 
 def simplicity(layout: Layout, gpus_per_node: int) -> tuple:
-    """Smaller is simpler: fewer parallel dimensions > 1, groups inside a node, the default strategy."""
+    """The simplicity key: smaller is simpler, compared in this order.
+
+    1. parallel dimensions in use (tp, pp, cp, ep, dp_replicate and virtual stages greater than 1);
+    2. TP, TP·CP and EP groups leaving a node;
+    3. the strategy, in `STRATEGIES` order (fsdp2, megatron_fsdp, ddp);
+    4. the sizes tp, pp, vpp, cp, ep, dp_replicate, smallest first;
+    5. no activation checkpointing before checkpointing (no recompute).
+    Two layouts with the same key differ only in their batch split.
+    """
     dims = sum(x > 1 for x in (layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate, layout.vpp))
     return (dims, groups_leaving_node(layout, gpus_per_node), STRATEGIES.index(layout.strategy)
             if layout.strategy in STRATEGIES else len(STRATEGIES), layout.tp, layout.pp, layout.vpp, layout.cp,
             layout.ep, layout.dp_replicate, layout.activation_checkpointing)
 
 
-def _throughput_bucket(tokens_per_s: float) -> int:
-    if tokens_per_s <= 0:
-        return 0
-    return -math.floor(math.log(tokens_per_s) / math.log1p(THROUGHPUT_TIE))
-
-
-def rank_key(problem: Problem, candidate: Candidate) -> tuple:
-    layout, est = candidate.layout, candidate.estimate
-    simple = simplicity(layout, problem.cluster.gpus_per_node)
-    batch = (layout.local_batch_size, layout.micro_batch_size)
-    if problem.objective == "memory":
-        return (round(est.memory_gib, 2), _throughput_bucket(est.tokens_per_s_per_gpu), simple, batch)
-    return (_throughput_bucket(est.tokens_per_s_per_gpu), simple, -est.tokens_per_s_per_gpu, batch)
-
-
 def rank(problem: Problem, candidates: Sequence[Candidate]) -> list[Candidate]:
-    return sorted(candidates, key=lambda c: rank_key(problem, c))
+    """Best first. A tie is a candidate within `THROUGHPUT_TIE` of the best value of the objective.
+
+    Throughput: tokens/s/GPU at least (1 - 1%) of the highest is a tie; memory: a peak at most (1 + 1%) of
+    the lowest. Ties come first, simplest first (`simplicity`), then by the objective, then the smaller
+    batch split; the rest follow by the objective, then simplicity. Every candidate is measured against the
+    one best value, not against fixed buckets (whose edges can split two layouts 0.3% apart), so a simpler
+    layout within 1% of the best always wins over it.
+    """
+    if not candidates:
+        return []
+    gpn = problem.cluster.gpus_per_node
+    if problem.objective == "memory":
+        lowest = min(c.estimate.memory_gib for c in candidates)
+
+        def key(c: Candidate) -> tuple:
+            est, simple = c.estimate, simplicity(c.layout, gpn)
+            tied = est.memory_gib <= lowest * (1.0 + THROUGHPUT_TIE)
+            return (not tied, simple if tied else (), est.memory_gib, -est.tokens_per_s_per_gpu, simple,
+                    _batch(c.layout))
+    else:
+        highest = max(c.estimate.tokens_per_s_per_gpu for c in candidates)
+
+        def key(c: Candidate) -> tuple:
+            est, simple = c.estimate, simplicity(c.layout, gpn)
+            tied = est.tokens_per_s_per_gpu >= highest * (1.0 - THROUGHPUT_TIE)
+            return (not tied, simple if tied else (), -est.tokens_per_s_per_gpu, est.memory_gib, simple,
+                    _batch(c.layout))
+    return sorted(candidates, key=key)
+
+
+def _batch(layout: Layout) -> tuple[int, int]:
+    return layout.local_batch_size, layout.micro_batch_size
 
 
 def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
