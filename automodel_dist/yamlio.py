@@ -6,6 +6,7 @@ Every loader in the tool goes through `load_document`, so every error can name f
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.composer import ReusedAnchorWarning
 from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode
@@ -148,7 +150,12 @@ def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
     yaml = _round_trip_yaml()
     yaml.Constructor = _LastKeyWinsConstructor
     try:
-        data = yaml.load(text)
+        with warnings.catch_warnings():  # PyYAML, which AutoModel loads with, refuses a reused anchor
+            warnings.simplefilter("error", ReusedAnchorWarning)
+            data = yaml.load(text)
+    except ReusedAnchorWarning as exc:
+        raise InputError(f"YAML error: {str(exc).strip().splitlines()[0]} (AutoModel's YAML loader refuses it)",
+                         where=filename, hint="give each anchor (&name) a name of its own") from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename

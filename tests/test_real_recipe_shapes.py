@@ -105,3 +105,11 @@ def test_a_repeated_key_is_a_warning_at_the_ignored_one() -> None:
     warning = next(f for f in report.warnings if "written again" in f.message)
     assert (warning.line, warning.col) == (19, 3)
     assert build_meshes(DUPLICATE_KEY, world_size=8).layout.activation_checkpointing is True
+
+
+def test_a_reused_anchor_is_refused_as_pyyaml_refuses_it() -> None:
+    text = "a: &A 1\nb: &A 2\nc: *A\n"
+    with pytest.raises(yaml.composer.ComposerError):
+        yaml.safe_load(text)
+    with pytest.raises(InputError, match="duplicate anchor 'A'"):
+        load_document(text)
