@@ -40,7 +40,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     sbatch_text, sbatch_file = _read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
     config, missing = resolve_config(doc.data)
-    if _is_diffusion(config):
+    if is_diffusion_recipe(config):
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
             "reads a different schema, which validate does not judge", path="")]), source=doc.filename)
@@ -97,7 +97,7 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
             for dup in doc.duplicate_keys]
 
 
-def _is_diffusion(config: Mapping[str, Any]) -> bool:
+def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
     """AutoModel's diffusion recipes (recipes/diffusion/train.py) use `fsdp:` / `ddp:`, not `distributed:`."""
     return "distributed" not in config and any(key in config for key in ("fsdp", "ddp", "flow_matching"))
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.errors import AutomodelDistError
-from automodel_dist.validate import validate_recipe
+from automodel_dist.validate import is_diffusion_recipe, validate_recipe
 from automodel_dist.yamlio import load_document
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -70,6 +70,7 @@ class Outcome:
     warnings: int = 0
     built: bool | None = None
     input_error: str = ""
+    diffusion: bool = False  # another trainer's schema: validate notes it, there are no meshes to build
 
     @property
     def clean(self) -> bool:
@@ -164,8 +165,10 @@ def judge_recipe(path: Path) -> Outcome:
     except AutomodelDistError as exc:
         return Outcome(path=path, world=World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default"),
                        input_error=str(exc))
-    stated = world_from_recipe(text, config if isinstance(config, Mapping) else {})
-    outcome = _judge(path, stated or World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default"))
+    config = config if isinstance(config, Mapping) else {}
+    outcome = _judge(path, world_from_recipe(text, config) or World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE,
+                                                                    "default"))
+    outcome.diffusion = is_diffusion_recipe(config)
     if outcome.world.source != "ci" and outcome.errors and set(outcome.errors) <= WORLD_RULES:
         for size in FALLBACK_WORLDS:
             fitted = _judge(path, World(size, min(size, DEFAULT_GPUS_PER_NODE), "fitted"))
@@ -197,28 +200,30 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     for path in paths:
         outcome = judge_recipe(path)
-        if not args.no_dry_run and outcome.clean:
+        if not args.no_dry_run and outcome.clean and not outcome.diffusion:
             outcome.built = dry_run(outcome)
         outcomes.append(outcome)
         name = path.relative_to(args.folder)
         verdict = "ok" if outcome.clean else ("INPUT ERROR" if outcome.input_error else "ERRORS")
-        built = "" if outcome.built is None else (" built" if outcome.built else " NOT BUILT")
+        built = " (diffusion: not judged)" if outcome.diffusion else (
+            "" if outcome.built is None else (" built" if outcome.built else " NOT BUILT"))
         detail = " ".join(outcome.errors)
         if outcome.input_error:
             detail = outcome.input_error if args.verbose else outcome.input_error.splitlines()[0][:160]
         print(f"{name}: world {outcome.world.size} ({outcome.world.source}) {verdict} "
               f"errors={len(outcome.errors)} warnings={outcome.warnings}{built} {detail}".rstrip())
-    clean = sum(o.clean for o in outcomes)
+    clean = sum(o.clean and not o.diffusion for o in outcomes)
+    diffusion = sum(o.diffusion for o in outcomes)
     built = sum(bool(o.built) for o in outcomes)
     fitted = sum(o.world.source == "fitted" for o in outcomes)
     rules = Counter(rule for o in outcomes for rule in o.errors)
-    print(f"\n{len(outcomes)} recipes: {clean} validate clean, "
+    print(f"\n{len(outcomes)} recipes ({diffusion} diffusion, not judged): {clean} validate clean, "
           f"{sum(bool(o.input_error) for o in outcomes)} input errors"
           + ("" if args.no_dry_run else f", {built} dry-run built")
           + f"; {fitted} needed a fitted world size")
     for rule, count in rules.most_common():
         print(f"  {rule}: {count}")
-    return 0 if clean == len(outcomes) else 1
+    return 0 if clean + diffusion == len(outcomes) else 1
 
 
 if __name__ == "__main__":

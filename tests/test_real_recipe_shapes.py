@@ -113,3 +113,11 @@ def test_a_reused_anchor_is_refused_as_pyyaml_refuses_it() -> None:
         yaml.safe_load(text)
     with pytest.raises(InputError, match="duplicate anchor 'A'"):
         load_document(text)
+
+
+def test_diffusion_recipes_are_counted_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "flux.yaml").write_text("fsdp:\n  tp_size: 1\nflow_matching:\n  shift: 3\n")
+    outcome = recipe_corpus.judge_recipe(tmp_path / "flux.yaml")
+    assert outcome.diffusion and outcome.clean
+    assert recipe_corpus.main([str(tmp_path)]) == 0
+    assert "1 diffusion, not judged" in capsys.readouterr().out
