@@ -82,3 +82,9 @@ def test_unreadable_inline_config_is_a_note_naming_the_field() -> None:
     config = {"model": {"config": {"_target_": "transformers.LlamaConfig", "hidden_size": 1024}}}
     resolved = recipe_model(config)
     assert resolved.spec is None and "cannot be read" in resolved.reason
+
+
+def test_a_vlm_text_config_override_reshapes_the_language_model() -> None:
+    config = {"model": {"pretrained_model_name_or_path": "Qwen/Qwen3-30B-A3B", "text_config": {"num_hidden_layers": 6}}}
+    spec = recipe_model(config).spec
+    assert spec is not None and spec.num_layers == 6
