@@ -6,17 +6,20 @@ world (tp·cp·pp divides it, ep divides dp·cp·tp, the batch split divides the
 generated still goes through the shared rules (`rules.check_layout`), so the compiler can never emit what
 `validate` rejects and the pruning counts are the rules' own.
 
-Three shortcuts keep it fast without changing the answer (tests/test_planner.py checks each premise on
-the real cost model and compares the search with a brute-force walk over many problems: same feasible
-set, same winner). A layout whose rule errors do not involve the batch split is checked once, with its
-smallest batch: the other splits break the same rules. Within one structure, a batch split with several
-micro batches per step is skipped when a split no larger in micro batch and in local batch did not fit:
-peak memory grows with the tokens of a micro batch and with the micro batches a pipeline keeps in
-flight. The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own:
-it has no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept
-gathered), so it can fit where smaller splits do not. A split without activation checkpointing is skipped
-where the same split with it did not fit. Under PP the whole per-rank batch is one pipeline step (only
-the micro batch varies), unless the local batch is pinned: this bounds the space, it is not a shortcut.
+Four shortcuts keep it fast without changing the answer (tests/test_planner.py checks the premises on
+the real cost model and compares the search with a brute-force walk over many problems: the same winner,
+the same best layout of every structure, and the same fitting layouts but the ones the last shortcut
+skips). A layout whose rule errors do not involve the batch split is checked once, with its smallest
+batch: the other splits break the same rules. Within one structure, a batch split with several micro
+batches per step is skipped when a split no larger in micro batch and in local batch did not fit: peak
+memory grows with the tokens of a micro batch and with the micro batches a pipeline keeps in flight.
+The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own: it has
+no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept gathered),
+so it can fit where smaller splits do not. A split without activation checkpointing is skipped where
+the same split with it did not fit. Under PP with the throughput objective, local batches are tried
+from the largest down (after the smallest) and the smaller ones are skipped once one fits: at the same
+micro batch a smaller local batch runs the same micro batches in more pipeline flushes, so it is never
+faster (it may need less memory, which is why the memory objective judges them all).
 """
 
 from __future__ import annotations
@@ -225,7 +228,10 @@ class _Enumerator:
         return sorted(_pinned(self.p.pins.activation_checkpointing, natural), reverse=True)
 
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
-        """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both."""
+        """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both.
+
+        Every local batch (a power of two) whose split divides the global batch; under PP, every micro
+        batch that divides it into at least pp micro batches."""
         key = (pp, dp)
         if key not in self.batch_cache:
             self.batch_cache[key] = self._batches(pp, dp)
@@ -237,10 +243,6 @@ class _Enumerator:
         lbs_all = [b for b in _pinned(pins.local_batch_size, _powers_of_two(gbs)) if dp > 0 and gbs % (b * dp) == 0]
         if pp == 1:  # the micro batch is the local batch; a micro_batch_size pin is for pp > 1 only
             return [(b, [b]) for b in lbs_all]
-        if pins.local_batch_size is None and lbs_all:
-            # Under PP the whole per-rank batch is one pipeline step: more micro batches per step only shrink
-            # the bubble, and the schedule (not the step) bounds the activations in flight.
-            lbs_all = lbs_all[-1:]
         out = []
         for mbs in _pinned(pins.micro_batch_size, _powers_of_two(max(lbs_all, default=0))):
             lbs = [b for b in lbs_all if b % mbs == 0 and b // mbs >= pp]
@@ -276,12 +278,14 @@ class _Enumerator:
         return self.search
 
     def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
-        """Judge the batch splits of one structure, micro batch then local batch ascending; return the
-        (micro batch, local batch, several micro batches per step) of the splits that did not fit.
+        """Judge the batch splits of one structure, micro batch ascending; return the (micro batch, local
+        batch, several micro batches per step) of the splits that did not fit.
 
         A split is skipped when it cannot fit (see the module docstring): with several micro batches per
         step, when a split no larger in both batches did not fit; the one-micro-batch split, only when the
         same split did not fit. `known` are the misses of the same structure with activation checkpointing.
+        A pipeline chasing throughput tries its smallest local batch, then walks down from the largest and
+        stops at the first that fits.
         """
         batches = self.batches(base["pp"], dp)
         if not batches:  # no batch split divides the global batch: let the rules say why
@@ -291,9 +295,12 @@ class _Enumerator:
             self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
             return []
         gbs = self.p.training.global_batch_size
+        largest_first = base["pp"] > 1 and self.p.objective == "throughput"
         too_big = list(known)
         for mbs, lbs_list in batches:
-            for lbs in lbs_list:
+            # the smallest first: when it does not fit, no local batch at this or a larger micro batch does
+            order = [lbs_list[0], *reversed(lbs_list[1:])] if largest_first else lbs_list
+            for i, lbs in enumerate(order):
                 several = base["pp"] > 1 or lbs * dp < gbs
                 if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
                        for m, b, s in too_big):
@@ -303,6 +310,8 @@ class _Enumerator:
                     return []
                 if verdict == "too-big":
                     too_big.append((mbs, lbs, several))
+                elif verdict == "fits" and largest_first and i > 0:
+                    break
         return too_big
 
     def judge(self, layout: Layout) -> str:
