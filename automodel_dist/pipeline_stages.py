@@ -3,6 +3,9 @@
 AutoModel splits a model into `ceil(num_layers / layers_per_stage)` stages, which must be a multiple of
 pp; a single-stage schedule (1f1b) needs exactly one stage per rank, a multi-stage one (interleaved1f1b)
 at least two. The planner speaks in stages per rank (vpp); the recipe speaks in `layers_per_stage`.
+`layers_per_stage` only fixes the stage count: AutoModel's `generate_hf_model_fqn_per_model_part` then
+gives every stage num_layers // stages layers and the first num_layers % stages one more (61 layers on
+32 stages: 2 each on stages 0-28, 1 on 29-31), the first stage the embedding, the last the norm and head.
 """
 
 from __future__ import annotations
