@@ -172,7 +172,7 @@ def _put_ac(problem: Problem, d: _Section, layout: Layout) -> None:
 
 def _tp_reason(layout: Layout, nvlink: int) -> str:
     if layout.tp == 1:
-        return "no tensor parallelism: sharded data parallel is faster here"
+        return "no tensor parallelism: no TP layout is faster by more than 1% (explain lists them)"
     return f"each layer split over {layout.tp} GPUs inside the {nvlink}-GPU NVLink domain"
 
 
