@@ -140,7 +140,7 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
     if layout.strategy == "ddp":
         _put_ac(problem, d, layout)
         return d
-    d.put("tp_size", layout.tp, _why(problem, "tp", _tp_reason(layout, cluster.nvlink_domain)))
+    d.put("tp_size", layout.tp, _why(problem, "tp", _tp_reason(layout, cluster.nvlink_domain, problem.objective)))
     if layout.strategy == "fsdp2":
         d.put("pp_size", layout.pp, _why(problem, "pp", _pp_reason(layout, model.num_layers)))
     d.put("cp_size", layout.cp, _why(problem, "cp", _cp_reason(layout, training.seq_length)))
@@ -170,9 +170,10 @@ def _put_ac(problem: Problem, d: _Section, layout: Layout) -> None:
           _why(problem, "activation_checkpointing", reason))
 
 
-def _tp_reason(layout: Layout, nvlink: int) -> str:
+def _tp_reason(layout: Layout, nvlink: int, objective: str) -> str:
     if layout.tp == 1:
-        return "no tensor parallelism: no TP layout is faster by more than 1% (explain lists them)"
+        better = "is faster" if objective == "throughput" else "needs less memory"
+        return f"no tensor parallelism: no TP layout {better} by more than 1% (explain lists them)"
     return f"each layer split over {layout.tp} GPUs inside the {nvlink}-GPU NVLink domain"
 
 
