@@ -11,7 +11,7 @@ What is checked:
 2. our dispatcher policy picks the tuned dispatcher for the tuned EP size (where the source agrees with
    itself; Qwen3-235B on H100 uses all-to-all plus overlap, which AutoModel does not have);
 3. the planner's choice is in the tuned family: TP <= 8 inside the NVLink domain, PP across nodes, and
-   expert parallelism of at least 8. Five of the seven rows land in the family. The two left are the cost
+   expert parallelism of at least 8. Six of the seven rows land in the family. The one left is the cost
    model's, not the planner's (the tuned layout is enumerated, legal and predicted to fit; the winner is
    not a tie): see XFAIL_REASONS. The xfails are strict: when the cost model learns these, they must go.
 """
@@ -65,12 +65,6 @@ TUNED = (
 )
 IDS = [t.key for t in TUNED]
 XFAIL_REASONS = {
-    "dsv3-256xb200": (
-        "cost model picks pp32 (tp2 ep8, 1,712 tok/s/GPU, 147.7 GiB): memory.stage_layers splits 61 layers "
-        "on 32 stages as 2x30+1+0 and candidate_ranks looks at pp ranks 0 and 31 only (2 dense layers; the "
-        "head and no layer); AutoModel's split is 2x29+1x3, so ranks 2-28 hold 2 MoE layers each: with every "
-        "rank counted that layout needs 301.4 GiB (does not fit) and its stage imbalance is 1.223, not 1.023; "
-        "the planner then picks pp4 ep16"),
     "qwen3-next-80b-64xgb200": (
         "cost model picks pp1 ep64 lbs2 (28,243 tok/s/GPU, 104.9 GiB of 185): FSDP2 fits it without PP, and "
         "PP only costs: the best pp2 layout (ep32, mbs 2) runs 24,293 tok/s/GPU; its compute is 1.919 s vs "

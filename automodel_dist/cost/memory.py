@@ -26,10 +26,12 @@ reference/calibration.md predicted to fit on 80 GB.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from automodel_dist.cost.shape import ModelShape
-from automodel_dist.layout import FLEX_DISPATCHERS, MULTI_STAGE_SCHEDULES, V_SCHEDULES, Layout
-from automodel_dist.pipeline_stages import layers_per_stage
+from automodel_dist.layout import FLEX_DISPATCHERS, MULTI_STAGE_SCHEDULES, Layout
+from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.problem import TrainingSpec
 
 GIB = float(1 << 30)
@@ -75,49 +77,43 @@ NOT_MODELED = (
 _CHECKPOINTING = ("none", "full", "selective")
 
 
-def stage_layers(shape: ModelShape, num_stages: int, stage: int) -> tuple[int, int]:
-    """(dense, MoE) decoder layers on pipeline stage `stage` of `num_stages`.
+class RankLoad(NamedTuple):
+    """One pp rank's load: its decoder layers (dense, MoE), stage count, and whether it holds the
+    embedding (first stage) and the final norm + LM head (last stage)."""
 
-    AutoModel gives every stage `layers_per_stage` layers and the last one what is left.
+    rank: int
+    dense: int
+    moe: int
+    stages: int
+    embedding: bool
+    head: bool
+
+
+def rank_loads(shape: ModelShape, layout: Layout) -> tuple[RankLoad, ...]:
+    """The pp ranks that can be the most loaded one, with what each holds under AutoModel's split.
+
+    Every rank is judged (`pipeline_split`), then those another rank provably outweighs are dropped: memory
+    and compute grow with each of dense layers, MoE layers, embedding and head, and the activations in
+    flight shrink with the rank, so a rank no larger in any of them than a lower rank never peaks above it.
     """
-    per_stage = layers_per_stage(shape.num_layers, num_stages) or -(-shape.num_layers // num_stages)
-    start = min(stage * per_stage, shape.num_layers)
-    end = min(start + per_stage, shape.num_layers)
-    dense = max(0, min(end, shape.dense_layers) - start)
-    return dense, end - start - dense
+    return _rank_loads(shape.num_layers, shape.dense_layers, layout.pp or 1, layout.vpp or 1, layout.pp_schedule)
 
 
-def rank_stages(layout: Layout, rank: int) -> tuple[int, ...]:
-    """Pipeline stages held by pp rank `rank`: round-robin for interleaved schedules, V for V schedules."""
-    if layout.pp_schedule in V_SCHEDULES:
-        return rank, 2 * layout.pp - 1 - rank
-    return tuple(rank + k * layout.pp for k in range(layout.vpp))
+@lru_cache(maxsize=4096)
+def _rank_loads(num_layers: int, dense_layers: int, pp: int, vpp: int,
+                schedule: str | None) -> tuple[RankLoad, ...]:
+    loads: list[RankLoad] = []
+    for share in pipeline_split(num_layers, pp, vpp if pp > 1 else 1, schedule):
+        dense = share.layers_below(dense_layers)
+        load = RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages), share.embedding, share.head)
+        if not any(_outweighs(kept, load) for kept in loads):
+            loads.append(load)
+    return tuple(loads)
 
 
-# (num_layers, dense_layers, pp, vpp, V schedule) -> per candidate rank: (rank, dense, moe, stages,
-# holds the embedding, holds the head). Plain-int keys: the planner asks for the same few splits.
-_RANK_LAYERS: dict[tuple[int, int, int, int, bool], tuple[tuple[int, int, int, int, bool, bool], ...]] = {}
-
-
-def candidate_ranks(shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int, int, bool, bool], ...]:
-    """The first and the last pp rank (the candidates for the most loaded one) and what each holds."""
-    pp = layout.pp or 1
-    v_shape = layout.pp_schedule in V_SCHEDULES
-    key = (shape.num_layers, shape.dense_layers, pp, layout.vpp or 1, v_shape)
-    cached = _RANK_LAYERS.get(key)
-    if cached is None:
-        num_stages = pp * (2 if v_shape else (layout.vpp or 1))
-        ranks = []
-        for rank in ((0,) if pp == 1 else (0, pp - 1)):
-            stages = rank_stages(layout, rank) if pp > 1 else (0,)
-            dense = moe = 0
-            for stage in stages:
-                d, m = stage_layers(shape, num_stages, stage)
-                dense += d
-                moe += m
-            ranks.append((rank, dense, moe, len(stages), 0 in stages, (num_stages - 1) in stages))
-        cached = _RANK_LAYERS[key] = tuple(ranks)
-    return cached
+def _outweighs(a: RankLoad, b: RankLoad) -> bool:
+    """`a` (a lower rank) holds at least what `b` holds, part by part."""
+    return a.dense >= b.dense and a.moe >= b.moe and a.embedding >= b.embedding and a.head >= b.head
 
 
 def chunks_in_flight(layout: Layout, rank: int) -> float:
@@ -202,10 +198,11 @@ def memory_breakdown(
     nvlink_domain: int = 8,
     options: RecipeOptions = AUTOMODEL_DEFAULTS,
 ) -> dict[str, float]:
-    """Peak memory (GiB) of the most loaded rank: the first or the last pipeline stage.
+    """Peak memory (GiB) of the most loaded pipeline rank, with the layers AutoModel's split gives it.
 
-    Rank-independent sizes are computed once; only the layers, embedding/head and micro batches in
-    flight differ between the two candidate ranks.
+    Rank-independent sizes are computed once; only the dense and MoE layers, embedding/head and micro
+    batches in flight differ between the candidate ranks (`rank_loads`). DeepSeek-V3's first ranks hold
+    its three dense layers, so a middle rank with MoE layers only is often the one that peaks.
     """
     mode = checkpointing_mode(layout, options)
     if mode not in _CHECKPOINTING:
@@ -235,7 +232,7 @@ def memory_breakdown(
 
     best: tuple[float, ...] = ()
     best_total = -1.0
-    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in candidate_ranks(shape, layout):
+    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in rank_loads(shape, layout):
         # weights this rank holds before FSDP sharding (TP-split), then its shards
         outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
         dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp

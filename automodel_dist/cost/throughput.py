@@ -29,10 +29,10 @@ from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
     RecipeOptions,
-    candidate_ranks,
     checkpointing_mode,
     micro_batch_tokens,
     micro_batches_per_step,
+    rank_loads,
 )
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
@@ -192,11 +192,13 @@ def _bubble_fraction(layout: Layout, n_micro: int, blocking_recv: bool) -> float
 def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
     """How much longer the busiest pipeline rank works than the average one (1.0 without PP).
 
-    A pipeline runs at the pace of its slowest stage. AutoModel splits by `layers_per_stage` only: every
-    stage gets the same number of decoder layers and the last one also runs the LM head and the loss,
-    with no way to move a layer off it (Megatron's `pp_layout`, e.g. DeepSeek-V3's `Et*3|(tt|)*29m|L`,
-    gives the embedding and the loss stages of their own; megatron-bridge.md §5). Work is counted in
-    model FLOPs: each layer's linear and attention FLOPs, the head's on the rank holding it.
+    A pipeline runs at the pace of its slowest rank. AutoModel splits by `layers_per_stage` only
+    (`pipeline_split`): the first num_layers % stages stages get one layer more, the last one also runs
+    the LM head and the loss, with no way to move a layer off it (Megatron's `pp_layout`, e.g.
+    DeepSeek-V3's `Et*3|(tt|)*29m|L`, gives the embedding and the loss stages of their own;
+    megatron-bridge.md §5), and a model's leading dense layers make its first ranks lighter than the
+    MoE-only ones. Work is counted in model FLOPs: each layer's linear and attention FLOPs, the head's on
+    the rank holding it.
     """
     if layout.pp <= 1:
         return 1.0
@@ -204,8 +206,8 @@ def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
     dense = shape.dense_layer_flops + attention
     moe = shape.moe_layer_flops + shape.moe_expert_flops + attention
     total = shape.dense_layers * dense + shape.moe_layers * moe + shape.lm_head_flops
-    busiest = max(d * dense + m * moe + (shape.lm_head_flops if head else 0.0)
-                  for _, d, m, _, _, head in candidate_ranks(shape, layout))
+    busiest = max(load.dense * dense + load.moe * moe + (shape.lm_head_flops if load.head else 0.0)
+                  for load in rank_loads(shape, layout))
     return max(1.0, busiest * layout.pp / total) if total > 0 else 1.0
 
 

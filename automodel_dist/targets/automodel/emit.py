@@ -23,7 +23,7 @@ from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
-from automodel_dist.pipeline_stages import layers_per_stage
+from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
@@ -180,7 +180,8 @@ def _tp_reason(layout: Layout, nvlink: int, objective: str) -> str:
 def _pp_reason(layout: Layout, num_layers: int) -> str:
     if layout.pp == 1:
         return "no pipeline: sharding alone fits the model"
-    low, high = num_layers // layout.pp, -(-num_layers // layout.pp)
+    layers = [share.num_layers for share in pipeline_split(num_layers, layout.pp, layout.vpp, layout.pp_schedule)]
+    low, high = min(layers), max(layers)
     share = f"{low}" if low == high else f"{low}-{high}"
     return f"{layout.pp} pipeline ranks, {share} of {num_layers} layers each"
 
