@@ -144,4 +144,10 @@ class ClusterSpec:
     @property
     def nvlink_domain(self) -> int:
         """GPUs that share NVLink: the node, or a whole NVL72 rack (never more than the world)."""
-        return min(max(self.gpu.nvlink_domain, self.gpus_per_node), self.world_size)
+        return nvlink_domain_size(self.gpu.nvlink_domain, gpus_per_node=self.gpus_per_node,
+                                  world_size=self.world_size)
+
+
+def nvlink_domain_size(domain: int | None, *, gpus_per_node: int, world_size: int) -> int:
+    """The NVLink domain a job sees: at least its node (None: the node alone), never more than its world."""
+    return min(max(domain or gpus_per_node, gpus_per_node), world_size)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.catalog.specs import GpuSpec, nvlink_domain_size
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding, locate_all
 from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
@@ -239,7 +239,7 @@ def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int 
     layout, findings = _judge(doc, world_size=world_size, gpus_per_node=gpus_per_node)
     if layout is not None:
         world_size = layout.world_size
-    domain = min(max(nvlink_domain or gpus_per_node, gpus_per_node), world_size)
+    domain = nvlink_domain_size(nvlink_domain, gpus_per_node=gpus_per_node, world_size=world_size)
     report = MeshReport(layout=layout, world_size=world_size, gpus_per_node=gpus_per_node, nvlink_domain=domain,
                         source=doc.filename, findings=findings, torch_version=torch_version)
     timing["parse_and_rules"] = time.perf_counter() - t
