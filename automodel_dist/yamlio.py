@@ -141,12 +141,8 @@ def _looks_like_path(text: str) -> bool:
     return text.endswith((".yaml", ".yml", ".json")) or Path(text).exists()
 
 
-def parse_yaml_text(text: str, filename: str) -> Any:
-    """Parse YAML text with positions; a syntax error becomes an InputError at its line:col."""
-    return _parse(text, filename)[0]
-
-
 def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
+    """YAML text with positions and its shadowed duplicate keys; a syntax error is an InputError at line:col."""
     yaml = _round_trip_yaml()
     yaml.Constructor = _LastKeyWinsConstructor
     try:
