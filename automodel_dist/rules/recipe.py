@@ -16,6 +16,7 @@ from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
 from automodel_dist.rules import registry as r
+from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
     COMMON_KEYS,
@@ -296,14 +297,14 @@ def _check_pipeline_block(dist: Mapping[str, Any], pp: int, model: ModelSpec | N
                 "layers_per_stage needs the layer count: stage math not checked",
                 path="distributed.pipeline.layers_per_stage", hint="pass --model to check it"))
             return
-        _, error = virtual_stages(model.num_layers, per_stage, pp, pipeline.get("round_virtual_stages_to_pp_multiple"))
+        layers = model.num_layers
+        stages, error = virtual_stages(layers, per_stage, pp, pipeline.get("round_virtual_stages_to_pp_multiple"))
         if error:
-            choices = [k for k in range(1, model.num_layers + 1)
-                       if -(-model.num_layers // k) % pp == 0][:8]
+            choices = [k for k in range(1, layers + 1) if virtual_stages(layers, k, pp, None)[1] is None][:8]
             out.append(r.VIRTUAL_STAGES.finding(
-                f"layers_per_stage={per_stage} splits {model.num_layers} layers into "
-                f"{-(-model.num_layers // per_stage)} stages, not a multiple of pp_size={pp}",
-                hint=f"layers_per_stage values that work: {', '.join(map(str, choices)) or 'none'}; or set "
+                f"layers_per_stage={per_stage} splits {layers} layers into {stages} stages, not a multiple of "
+                f"pp_size={pp}",
+                hint=f"layers_per_stage values that work: {listing(choices)}; or set "
                      "round_virtual_stages_to_pp_multiple: up", automodel_message=error))
 
 
