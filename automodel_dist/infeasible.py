@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from automodel_dist.catalog.specs import ClusterSpec, GpuSpec
+from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.errors import InfeasibleError
 from automodel_dist.planner import (
     Candidate,
@@ -125,12 +125,11 @@ def _shorter_sequence(problem: Problem, attempt: Attempt) -> str | None:
 
 
 def _larger_gpu(problem: Problem, attempt: Attempt) -> str | None:
-    from automodel_dist.catalog.hardware import get_gpu, list_gpus
+    from automodel_dist.catalog.hardware import list_gpus
 
     current = problem.cluster.gpu
-    presets = [g if isinstance(g, GpuSpec) else get_gpu(g) for g in list_gpus()]
     world = problem.cluster.world_size
-    for gpu in sorted(presets, key=lambda g: (g.hbm_gib, g.name)):
+    for gpu in sorted(list_gpus(), key=lambda g: (g.hbm_gib, g.name)):
         if gpu.hbm_gib <= current.hbm_gib:
             continue
         per_node = min(gpu.gpus_per_node, world)
