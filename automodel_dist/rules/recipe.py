@@ -311,21 +311,20 @@ def _check_pipeline_block(dist: Mapping[str, Any], pp: int, model: ModelSpec | N
 def _check_ac_scope(value: Any, out: list[Finding]) -> None:
     if value is None:
         return
-    if isinstance(value, str):
-        parts = value.lower().replace("-", "_").replace("+", ",").split(",")
-    elif isinstance(value, (list, tuple)):
-        if not all(isinstance(item, str) for item in value):
-            out.append(r.AC_SCOPE.finding("activation_checkpointing_scope entries must be strings",
-                                          hint=f"use names from: {', '.join(AC_SCOPES)}",
-                                          automodel_message="activation_checkpointing_scope entries must be strings."))
-            return
-        parts = [p for item in value for p in item.lower().replace("-", "_").replace("+", ",").split(",")]
-    else:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
         out.append(r.AC_SCOPE.finding(
             f"activation_checkpointing_scope {value!r} is neither a string nor a list",
             hint="write e.g. `activation_checkpointing_scope: language`",
             automodel_message="activation_checkpointing_scope must be a string or list of strings."))
         return
+    if not all(isinstance(item, str) for item in items):
+        out.append(r.AC_SCOPE.finding("activation_checkpointing_scope entries must be strings",
+                                      hint=f"use names from: {', '.join(AC_SCOPES)}",
+                                      automodel_message="activation_checkpointing_scope entries must be strings."))
+        return
+    # Each string may itself join scopes with ',' or '+' ("language+vision"), as AutoModel splits them.
+    parts = [p for item in items for p in item.lower().replace("-", "_").replace("+", ",").split(",")]
     scopes = []
     for part in parts:
         scope = "all" if part.strip() in ("default", "auto") else part.strip()
