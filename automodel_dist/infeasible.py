@@ -202,7 +202,7 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator) -> 
         lines.append("what would make one fit:")
         lines += [f"  - {h}" for h in hints]
     else:
-        lines.append("nothing tried makes it fit: more GPUs (up to 1024 nodes), activation checkpointing, a "
+        lines.append(f"nothing tried makes it fit: more GPUs (up to {MAX_NODES} nodes), activation checkpointing, a "
                      "smaller local batch, a shorter sequence, every larger GPU preset, nearby global batches "
                      "and dropping the pins were searched")
     return InfeasibleError("\n".join(lines), closest=near, suggestions=hints)
