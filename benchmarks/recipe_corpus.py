@@ -66,6 +66,7 @@ class World:
 class Outcome:
     path: Path
     world: World
+    run: Path | dict[str, Any] | None = None  # what validate and dry-run judge: `as_run(path)`
     errors: list[str] = field(default_factory=list)
     warnings: int = 0
     built: bool | None = None
@@ -145,10 +146,10 @@ def _launcher_world(config: Mapping[str, Any]) -> World | None:
     return None
 
 
-def _judge(path: Path, world: World) -> Outcome:
-    outcome = Outcome(path=path, world=world)
+def _judge(path: Path, run: Path | dict[str, Any], world: World) -> Outcome:
+    outcome = Outcome(path=path, world=world, run=run)
     try:
-        report = validate_recipe(as_run(path), world_size=world.size, gpus_per_node=world.gpus_per_node)
+        report = validate_recipe(run, world_size=world.size, gpus_per_node=world.gpus_per_node)
     except AutomodelDistError as exc:
         outcome.input_error = str(exc)
         return outcome
@@ -160,28 +161,33 @@ def _judge(path: Path, world: World) -> Outcome:
 def judge_recipe(path: Path) -> Outcome:
     """Validate one recipe at its world size (fitted when a size not from `ci:` fails on world arithmetic)."""
     text = path.read_text(encoding="utf-8", errors="replace")
+    default = World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default")
     try:
         config = load_document(text, what="recipe").plain()
     except AutomodelDistError as exc:
-        return Outcome(path=path, world=World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default"),
-                       input_error=str(exc))
+        return Outcome(path=path, world=default, input_error=str(exc))
     config = config if isinstance(config, Mapping) else {}
-    outcome = _judge(path, world_from_recipe(text, config) or World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE,
-                                                                    "default"))
-    outcome.diffusion = is_diffusion_recipe(config)
+    world, diffusion = world_from_recipe(text, config) or default, is_diffusion_recipe(config)
+    try:
+        run = as_run(path)  # once: the fallback search below judges it at up to a thousand world sizes
+    except AutomodelDistError as exc:
+        return Outcome(path=path, world=world, input_error=str(exc), diffusion=diffusion)
+    outcome = _judge(path, run, world)
+    outcome.diffusion = diffusion
     if outcome.world.source != "ci" and outcome.errors and set(outcome.errors) <= WORLD_RULES:
         for size in FALLBACK_WORLDS:
-            fitted = _judge(path, World(size, min(size, DEFAULT_GPUS_PER_NODE), "fitted"))
+            fitted = _judge(path, run, World(size, min(size, DEFAULT_GPUS_PER_NODE), "fitted"))
             if not WORLD_RULES & set(fitted.errors):
                 return fitted
     return outcome
 
 
 def dry_run(outcome: Outcome) -> bool:
+    """Whether the meshes of a recipe `judge_recipe` found clean build at its world size."""
     from automodel_dist.verify.mesh import build_meshes
 
     try:
-        report = build_meshes(as_run(outcome.path), world_size=outcome.world.size,
+        report = build_meshes(outcome.run, world_size=outcome.world.size,
                               gpus_per_node=outcome.world.gpus_per_node)
     except AutomodelDistError:
         return False
