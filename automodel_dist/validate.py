@@ -149,14 +149,13 @@ def _judge_layouts(doc: Document, config: Mapping[str, Any], world_size: int, sp
         layout = layout_from_config(config, world_size=kd[0] if kd else world_size, model=spec)
         training = training_from_config(config, global_batch_size=layout.global_batch_size)
     except RecipeValueError as exc:
-        raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+        raise exc.located(doc) from None
     findings = _layout_findings(config, layout, training, spec, cluster, gpu)
     if kd:
         try:
             teacher = layout_from_config({"distributed": config["teacher_distributed"]}, world_size=kd[1])
         except RecipeValueError as exc:
-            path = f"teacher_{exc.path}"
-            raise InputError(exc.message, where=doc.where(path), hint=exc.hint) from None
+            raise exc.located(doc, prefix="teacher_") from None
         findings += [replace(f, path=f"teacher_{f.path}") for f in check_layout(teacher)
                      if f.path.startswith("distributed")]
     return layout, findings

@@ -20,6 +20,7 @@ from automodel_dist.targets.automodel.config import (
     load_config,
     normalize_activation_checkpointing,
 )
+from automodel_dist.yamlio import Document
 
 SIZE_KEYS = ("tp_size", "pp_size", "cp_size", "ep_size")
 DEFAULT_GLOBAL_BATCH = 32  # StepSchedulerConfig default
@@ -33,6 +34,11 @@ class RecipeValueError(InputError):
     def __init__(self, path: str, message: str, hint: str) -> None:
         super().__init__(message, where=path, hint=hint)
         self.path = path
+
+    def located(self, doc: Document, prefix: str = "") -> InputError:
+        """The same error at the key's file:line:col in `doc`; `prefix` names a section read as
+        `distributed` under another key (a distillation teacher's `teacher_distributed`)."""
+        return InputError(self.message, where=doc.where(prefix + self.path), hint=self.hint)
 
 
 def parse_recipe(recipe: Mapping[str, Any], *, world_size: int, model: ModelSpec | None = None) -> Layout:
