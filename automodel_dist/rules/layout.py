@@ -265,17 +265,13 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
     if tp > 1 and layout.strategy != "ddp":
         heads, kv = model.num_attention_heads, model.num_key_value_heads
         if kv % tp or heads % tp:
-            valid = listing(divisors(gcd(heads, kv)))
-            if kv % tp:
-                out.append(r.TP_DIVIDES_HEADS.finding(
-                    f"tp_size={tp} does not divide {model.name}'s {kv} key/value heads",
-                    hint=f"tp_size must divide both {heads} attention and {kv} KV heads: {valid}",
-                    automodel_message=f"num_key_value_heads ({kv}) must be divisible by TP size ({tp})"))
-            if heads % tp:
-                out.append(r.TP_DIVIDES_HEADS.finding(
-                    f"tp_size={tp} does not divide {model.name}'s {heads} attention heads",
-                    hint=f"tp_size must divide both {heads} attention and {kv} KV heads: {valid}",
-                    automodel_message=f"num_attention_heads ({heads}) must be divisible by TP size ({tp})"))
+            hint = f"tp_size must divide both {heads} attention and {kv} KV heads: {listing(divisors(gcd(heads, kv)))}"
+            for count, what, field in ((kv, "key/value heads", "num_key_value_heads"),
+                                       (heads, "attention heads", "num_attention_heads")):
+                if count % tp:
+                    out.append(r.TP_DIVIDES_HEADS.finding(
+                        f"tp_size={tp} does not divide {model.name}'s {count} {what}", hint=hint,
+                        automodel_message=f"{field} ({count}) must be divisible by TP size ({tp})"))
     if ep > 1 and layout.strategy == "fsdp2":
         if not model.is_moe:
             out.append(r.EP_NEEDS_MOE.finding(
