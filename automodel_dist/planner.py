@@ -88,6 +88,8 @@ class Search:
 
 
 def memory_limit_gib(problem: Problem, estimate: Estimate) -> float:
+    """The estimate's HBM less the intent's headroom: the planner fits against it, infeasible and the
+    recipe header quote it."""
     return estimate.hbm_gib * (1.0 - problem.memory_headroom)
 
 

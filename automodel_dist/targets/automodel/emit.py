@@ -24,6 +24,7 @@ from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
+from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
@@ -355,7 +356,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
     model, cluster, training = problem.model, problem.cluster, problem.training
     kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
             else "dense")
-    limit = estimate.hbm_gib * (1 - problem.memory_headroom)
+    limit = memory_limit_gib(problem, estimate)
     return "\n".join([
         f"AutoModel recipe compiled by automodel-dist: {model.name} ({kind}, {model.num_layers} layers)",
         f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {cluster.gpu.name} ({cluster.world_size} GPUs); "
