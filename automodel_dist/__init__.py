@@ -3,41 +3,36 @@
 Public API (the CLI is a shell over it):
 
     compile_intent(source, overrides=()) -> CompileResult
-    estimate(source) -> Estimate
-    validate_recipe(source, *, world_size, gpus_per_node=8, model=None, gpu=None) -> Report
-    build_meshes(source, *, world_size, gpus_per_node=8) -> MeshReport   (needs torch)
+    estimate(source, overrides=()) -> Estimate
+    validate_recipe(source, *, world_size, gpus_per_node=8, model=None, gpu=None, sbatch=None) -> Report
+    build_meshes(source, *, world_size, gpus_per_node=8, nvlink_domain=None, gpu=None) -> MeshReport  (needs torch)
 
-Imports are lazy so `validate` and `compile` never pay for what they do not use.
+Each name is the function itself, imported on first use (PEP 562), so `import automodel_dist` stays
+light and `validate` and `compile` never pay for what they do not use; wrappers would restate the
+signatures and drift from them.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["build_meshes", "compile_intent", "estimate", "validate_recipe"]
 
-
-def compile_intent(source: Any, overrides: Any = ()) -> Any:
-    from automodel_dist.compiler import compile_intent as impl
-
-    return impl(source, overrides)
-
-
-def estimate(source: Any) -> Any:
-    from automodel_dist.compiler import estimate as impl
-
-    return impl(source)
+_HOME = {
+    "compile_intent": "automodel_dist.compiler",
+    "estimate": "automodel_dist.compiler",
+    "validate_recipe": "automodel_dist.validate",
+    "build_meshes": "automodel_dist.verify.mesh",
+}
 
 
-def validate_recipe(source: Any, *, world_size: int, gpus_per_node: int = 8, model: Any = None,
-                    gpu: str | None = None) -> Any:
-    from automodel_dist.validate import validate_recipe as impl
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOME[name]), name)
 
-    return impl(source, world_size=world_size, gpus_per_node=gpus_per_node, model=model, gpu=gpu)
 
-
-def build_meshes(source: Any, *, world_size: int, gpus_per_node: int = 8) -> Any:
-    from automodel_dist.verify.mesh import build_meshes as impl
-
-    return impl(source, world_size=world_size, gpus_per_node=gpus_per_node)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
