@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up, then compile a shipped example intent and validate the recipe it produces.
+# Set up, then compile a shipped example intent to run/recipe.yaml and explain the layout it chose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
