@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
@@ -112,8 +113,6 @@ def _check_world(world_size: Any, gpus_per_node: Any) -> None:
 def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> ModelSpec | None:
     """--model (an unknown one is an input error), else the model the recipe's `model:` section builds
     (its id, reshaped by its config overrides, or its inline config); one we cannot read is only a note."""
-    from automodel_dist.catalog.models import resolve_model
-
     if model is not None:
         return resolve_model(model, where="--model")
     resolved = recipe_model(config)
