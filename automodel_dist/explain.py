@@ -76,9 +76,9 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
         f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
         f"tokens/s/GPU, bound by {est.bound}",
+        f"why: {why_it_won(result)}",
         "",
     ]
-    lines.insert(3, f"why: {why_it_won(result)}")
     rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate))]
     rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
     lines += _table(rows)
