@@ -239,6 +239,14 @@ def test_public_api_takes_yaml_text() -> None:
     assert {"import_torch", "torch_build", "total"} <= set(report.timing)
 
 
+@pytest.mark.parametrize(("world_size", "gpus_per_node", "named"), [(0, 8, "world size"), (8, 0, "GPUs per node"),
+                                                                    (True, 8, "world size")])
+def test_api_refuses_sizes_validate_refuses(world_size: int, gpus_per_node: int, named: str) -> None:
+    with pytest.raises(InputError, match=f"{named} must be a positive integer") as caught:
+        mesh_module.build_meshes(RECIPE.format(tp=1, ep=1), world_size=world_size, gpus_per_node=gpus_per_node)
+    assert caught.value.hint
+
+
 def test_an_existing_process_group_is_not_clobbered() -> None:
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore

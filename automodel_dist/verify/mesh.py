@@ -24,7 +24,7 @@ from automodel_dist.rules import registry as r
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
-from automodel_dist.validate import env_var_findings
+from automodel_dist.validate import _check_world, env_var_findings
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
 from automodel_dist.verify.torch_build import TorchMeshes, build_with_torch, require_torch
 from automodel_dist.yamlio import Document, join_path, load_document
@@ -228,8 +228,7 @@ def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpu
 def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int = 8,
                           nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
     """`build_meshes` on an already loaded recipe document (the CLI loads it once to tell intents apart)."""
-    if world_size < 1 or gpus_per_node < 1:
-        raise InputError(f"world_size and gpus_per_node must be positive, got {world_size} and {gpus_per_node}")
+    _check_world(world_size, gpus_per_node)  # validate's check, so both refuse the same sizes alike
     timing: dict[str, float] = {}
     start = time.perf_counter()
     torch_version = require_torch()
