@@ -82,14 +82,14 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
                 "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
                 hint="use strategy fsdp2 to checkpoint activations, or set activation_checkpointing: false",
                 automodel_message="Activation checkpointing is not yet supported with MegatronFSDP. Skipping."))
-        denom, factors, expression = tp * cp, (tp, cp), "tp_size * cp_size"
+        denom = tp * cp
     else:
-        denom, factors, expression = tp * cp * pp, (tp, cp, pp), "tp_size * cp_size * pp_size"
+        denom = tp * cp * pp
 
     sound = True
     if layout.dp_size is None:
         if world % denom:
-            out.append(_world_divisible(layout, denom, factors, expression))
+            out.append(_world_divisible(layout, denom))
             return False
         dp = world // denom
     else:
@@ -138,13 +138,16 @@ def _strategy_feature(strategy: str, feature: str, key: str, size: int) -> Findi
         automodel_message=f"{strategy} does not support {feature}")
 
 
-def _world_divisible(layout: Layout, denom: int, factors: tuple[int, ...], expression: str) -> Finding:
+def _world_divisible(layout: Layout, denom: int) -> Finding:
+    """`denom` is the product of the sizes the strategy's mesh divides the world by (MegatronFSDP has no pp)."""
     world = layout.world_size
-    factors_str = " * ".join(str(f) for f in factors)
+    names = ("tp", "cp") if layout.strategy == "megatron_fsdp" else ("tp", "cp", "pp")
+    expression = " * ".join(f"{name}_size" for name in names)
+    factors = " * ".join(str(getattr(layout, name)) for name in names)
     return r.WORLD_DIVISIBLE.finding(
-        f"world size {world} is not divisible by {expression.replace('_size', '').replace(' * ', '·')} = {denom}",
+        f"world size {world} is not divisible by {'·'.join(names)} = {denom}",
         hint=f"choose sizes whose product divides {world}: {listing(divisors(world))}",
-        automodel_message=f"world_size ({world}) must be divisible by ({expression}) ({factors_str} = {denom})")
+        automodel_message=f"world_size ({world}) must be divisible by ({expression}) ({factors} = {denom})")
 
 
 def _world_product(layout: Layout, dp: int, denom: int) -> Finding:
