@@ -45,18 +45,26 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
 
 
 def why_it_won(result: CompileResult) -> str:
-    """One sentence on what separates the winner from the runner-up."""
+    """One sentence on what separates the winner from the runner-up.
+
+    `rank` breaks ties of the objective (within THROUGHPUT_TIE) by simplicity, under either objective, so
+    a simpler winner within the tie is reported as such: it may need more memory, or run slower, than #2.
+    """
     if not result.alternatives:
         return "the only layout that fits"
     best, second = result.estimate, result.alternatives[0].estimate
-    if result.problem.objective == "memory":
-        return f"lowest peak memory ({best.memory_gib:.1f} GiB; next {second.memory_gib:.1f} GiB)"
-    gain = best.tokens_per_s_per_gpu / second.tokens_per_s_per_gpu - 1 if second.tokens_per_s_per_gpu else 0.0
+    memory = result.problem.objective == "memory"
+    if memory:
+        gain = second.memory_gib / best.memory_gib - 1 if best.memory_gib else 0.0
+    else:
+        gain = best.tokens_per_s_per_gpu / second.tokens_per_s_per_gpu - 1 if second.tokens_per_s_per_gpu else 0.0
     gpn = result.problem.cluster.gpus_per_node
     simpler = simplicity(result.layout, gpn) < simplicity(result.alternatives[0].layout, gpn)
     if abs(gain) <= THROUGHPUT_TIE and simpler:
-        return (f"ties with #2 within {THROUGHPUT_TIE:.0%} of throughput; the simpler layout wins (fewer "
-                "parallel dimensions, groups inside a node)")
+        return (f"ties with #2 within {THROUGHPUT_TIE:.0%} of {'peak memory' if memory else 'throughput'}; the "
+                "simpler layout wins (fewer parallel dimensions, groups inside a node)")
+    if memory:
+        return f"lowest peak memory ({best.memory_gib:.1f} GiB; next {second.memory_gib:.1f} GiB)"
     return f"{gain:.1%} more tokens/s/GPU than #2"
 
 
