@@ -81,13 +81,14 @@ def _count_layer_types(r: _Reader, kind: str, num_layers: int) -> int | None:
     return sum(1 for t in types if t == kind)
 
 
-def _sliding(r: _Reader, num_layers: int, all_layers_by_default: bool) -> dict[str, Any]:
-    """Sliding-window attention: the window and how many layers use it."""
+def _sliding(r: _Reader, num_layers: int, default_layers: int) -> dict[str, Any]:
+    """Sliding-window attention: the window and how many layers use it (`layer_types` says, else the
+    family's default, `default_layers`)."""
     window = r.int("sliding_window", None)
     if not window:
         return {}
     counted = _count_layer_types(r, "sliding_attention", num_layers)
-    layers = counted if counted is not None else (num_layers if all_layers_by_default else 0)
+    layers = counted if counted is not None else default_layers
     return {"sliding_window": window, "sliding_window_layers": layers} if layers else {}
 
 
@@ -126,7 +127,7 @@ def _llama(r: _Reader) -> dict[str, Any]:
 
 def _mistral(r: _Reader) -> dict[str, Any]:
     spec = _common(r)
-    return spec | _sliding(r, spec["num_layers"], all_layers_by_default=True)
+    return spec | _sliding(r, spec["num_layers"], default_layers=spec["num_layers"])
 
 
 def _qwen2(r: _Reader) -> dict[str, Any]:
@@ -179,7 +180,7 @@ def _mixtral(r: _Reader) -> dict[str, Any]:
         "num_routed_experts": r.int("num_local_experts"),
         "experts_per_token": r.int("num_experts_per_tok"),
         "moe_intermediate_size": spec["intermediate_size"],
-    } | _sliding(r, spec["num_layers"], all_layers_by_default=True)
+    } | _sliding(r, spec["num_layers"], default_layers=spec["num_layers"])
 
 
 def _deepseek_v3(r: _Reader) -> dict[str, Any]:
@@ -214,10 +215,7 @@ def _gpt_oss(r: _Reader) -> dict[str, Any]:
     spec = _common(r)
     layers = spec["num_layers"]
     bias = r.bool("attention_bias", True)
-    sliding = _sliding(r, layers, all_layers_by_default=False)
-    if r.int("sliding_window", None) and not sliding and r.list("layer_types") is None:
-        # transformers' GptOssConfig default: even layers slide, odd layers attend fully.
-        sliding = {"sliding_window": r.int("sliding_window"), "sliding_window_layers": (layers + 1) // 2}
+    sliding = _sliding(r, layers, default_layers=(layers + 1) // 2)  # GptOssConfig: even layers slide
     return spec | {
         "num_routed_experts": r.int("num_local_experts"),
         "experts_per_token": r.int("num_experts_per_tok", None) or r.int("experts_per_token"),
