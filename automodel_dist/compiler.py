@@ -14,7 +14,7 @@ from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
-from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe
+from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe, pinned_to_one
 
 Source = str | Path | Mapping[str, Any]
 
@@ -104,7 +104,7 @@ def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
         required.append("ep")
     if pins.pp is not None and max(pins.pp) > 1:
         required += ["vpp", "micro_batch_size"]
-    open_pins = [name for name in required if getattr(pins, name) is None or len(getattr(pins, name)) != 1]
+    open_pins = [name for name in required if not pinned_to_one(problem, name)]
     if open_pins:
         raise InputError(f"estimate needs each parallelism choice pinned to one value; still open: "
                          f"{', '.join(open_pins)}",

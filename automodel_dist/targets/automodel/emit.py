@@ -107,13 +107,14 @@ def _rendered(value: Any) -> str:
     return str(value)
 
 
-def _pinned(problem: Problem, name: str) -> bool:
+def pinned_to_one(problem: Problem, name: str) -> bool:
+    """The intent pins `name` to a single value: the recipe comment says so, and `estimate` needs it."""
     allowed = getattr(problem.pins, name)
     return allowed is not None and len(allowed) == 1
 
 
 def _why(problem: Problem, name: str, reason: str) -> str:
-    return f"pinned by the intent; {reason}" if _pinned(problem, name) else reason
+    return f"pinned by the intent; {reason}" if pinned_to_one(problem, name) else reason
 
 
 # -- the sections -----------------------------------------------------------------------------------------
