@@ -112,8 +112,8 @@ def _code(sbatch_text: str) -> str:
     return "\n".join(line.split("#", 1)[0] for line in sbatch_text.splitlines())
 
 
-def _launches_torchrun(sbatch_text: str) -> bool:
-    code = _code(sbatch_text)
+def _launches_torchrun(code: str) -> bool:
+    """`code` is the script without comments (`_code`): a commented-out torchrun launches nothing."""
     return "torchrun" in code or "torch.distributed.run" in code
 
 
@@ -148,14 +148,15 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
+    code = _code(sbatch_text)
     tasks = _tasks_per_node(sbatch_text)
-    if tasks and tasks[0] > 1 and _launches_torchrun(sbatch_text):
+    if tasks and tasks[0] > 1 and _launches_torchrun(code):
         findings.append(at_line(r.NTASKS_PER_NODE.finding(
             f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node, each "
             "spawning its own workers on the same rendezvous port: EADDRINUSE, or a world size "
             f"{tasks[0]}x too large",
             hint="use --ntasks-per-node=1 (one torchrun per node, --nproc_per_node=<GPUs per node>)"), tasks[1]))
-    if "nemo_automodel.cli.app" in _code(sbatch_text):
+    if "nemo_automodel.cli.app" in code:
         for section in ("skypilot", "nemo_run"):
             if recipe.get(section):
                 findings.append(r.LAUNCHER_SECTION.finding(
@@ -206,8 +207,8 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
                 f"checkpoint.checkpoint_dir {ckpt_dir} is on node-local storage: each node writes only its own "
                 "shards there, so the checkpoint can be neither consolidated nor restored",
                 hint="put checkpoint_dir on storage every node mounts (e.g. a Lustre or NFS path)"))
-    env = sbatch_env(sbatch_text) if sbatch_text is not None else None
     if layout is not None:
+        env = sbatch_env(sbatch_text) if sbatch_text is not None else None
         findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file)
