@@ -71,8 +71,6 @@ class MeshReport(BySeverity):
     mesh_names: tuple[str, ...] | None = None
     moe_shape: tuple[int, ...] | None = None
     moe_names: tuple[str, ...] | None = None
-    flattened: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    axis_mesh: dict[str, str] = field(default_factory=dict)
     tables: dict[str, list[list[int]]] = field(default_factory=dict)
     node_map: dict[str, Locality] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
@@ -83,6 +81,16 @@ class MeshReport(BySeverity):
     @property
     def ok(self) -> bool:
         return self.built and not self.errors
+
+    @property
+    def flattened(self) -> dict[str, tuple[str, ...]]:
+        """Each flattened axis and the mesh dims it joins (none until the meshes are built)."""
+        return dict(self.plan.flattened) if self.plan is not None else {}
+
+    @property
+    def axis_mesh(self) -> dict[str, str]:
+        """The mesh (device_mesh or moe_mesh) each axis is read from (none until the meshes are built)."""
+        return {axis.name: axis.mesh for axis in self.plan.axes} if self.plan is not None else {}
 
     @property
     def nodes(self) -> int:
@@ -263,8 +271,6 @@ def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int 
     report.plan = plan
     report.mesh_shape, report.mesh_names = built.mesh_shape, built.mesh_names
     report.moe_shape, report.moe_names = built.moe_shape, built.moe_names
-    report.flattened = dict(plan.flattened)
-    report.axis_mesh = {axis.name: axis.mesh for axis in plan.axes}
     report.tables = built.tables
     t = time.perf_counter()
     report.node_map = node_map(built.tables, gpus_per_node=gpus_per_node, nvlink_domain=domain)
