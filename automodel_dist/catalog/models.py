@@ -1,7 +1,7 @@
 """The model catalog: preset ids, Hugging Face ids, local config.json files and mappings -> ModelSpec.
 
 `resolve_model` is the one entry point; everything a user may write after `model:` lands here.
-Presets are parsed once per process (small YAML files, safe loader) so `compile` starts fast.
+Presets are parsed once per process (by presetfile's flat reader, not the slower YAML loader) so `compile` starts fast.
 """
 
 from __future__ import annotations
