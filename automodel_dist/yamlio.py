@@ -193,7 +193,8 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
     else:
-        raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}")
+        raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
+                         hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")
     data, duplicates = _parse(text, filename)
     if data is None:
         raise InputError(f"{what} is empty", where=filename, hint=f"write a YAML mapping describing the {what}")
