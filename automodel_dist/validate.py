@@ -1,8 +1,9 @@
 """validate: judge an existing AutoModel recipe before launch, with the same rules the planner prunes with.
 
-recipe.yaml -> AutoModel's loading (env vars, value translation) -> recipe rules + schema -> Layout ->
-layout rules (+ model, cluster, packing) -> cost model (with a GPU) -> Report, every finding at its line:col.
-A check that cannot be judged is skipped with a note; bad input is an InputError (exit 2).
+recipe.yaml -> AutoModel's loading (env vars, value translation) -> recipe rules -> Layout -> layout rules
+(+ model, cluster, packing) -> cost model (with a GPU) -> launch rules (+ sbatch script) -> schema -> Report,
+every finding at its line:col. The schema runs last so that it adds only what no rule already said about a
+key. A check that cannot be judged is skipped with a note; bad input is an InputError (exit 2).
 """
 
 from __future__ import annotations
