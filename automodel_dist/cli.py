@@ -41,6 +41,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
                          hint="drop --format json")
+    if args.launcher and not args.output:
+        raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
+                         hint="add -o run/recipe.yaml")
     kwargs = {}
     if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
         from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
@@ -60,9 +63,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             written += write_launch_files(result, out, args.launcher)
         print("wrote " + ", ".join(written), file=sys.stderr)
     else:
-        if args.launcher:
-            raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
-                             hint="add -o run/recipe.yaml")
         sys.stdout.write(text)
     return 0
 

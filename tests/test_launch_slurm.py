@@ -245,3 +245,12 @@ def test_cli_refuses_launcher_with_json_output(tmp_path: Path, capsys: pytest.Ca
                  "--launcher", "slurm", "--format", "json"])
     assert code == 2
     assert "--format json" in capsys.readouterr().err
+
+
+def test_cli_refuses_launcher_without_output_before_compiling(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The flags are judged first: the intent (here not even written) is never compiled for nothing."""
+    code = main(["compile", str(tmp_path / "intent.yaml"), "--launcher", "slurm"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--launcher needs -o/--output" in err and "add -o run/recipe.yaml" in err
