@@ -51,7 +51,8 @@ def load_schema(schema_filename: str) -> dict[str, Any]:
 
 @cache
 def _validator(schema_filename: str) -> Draft202012Validator:
-    # Imported here: jsonschema costs ~60 ms to import and most commands never validate twice.
+    # Imported here: jsonschema costs ~60 ms to import, which commands that check no schema (dry-run,
+    # presets) should not pay. Cached: building a validator is the costly part, done once per schema.
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator(load_schema(schema_filename))
