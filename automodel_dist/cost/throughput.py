@@ -248,7 +248,7 @@ def time_breakdown(
     ) * scale
     experts = shape.moe_layers * shape.moe_expert_flops * scale
     linear_speed = 1.0
-    if training.precision == "fp8" and gpu.tflops_fp8 > 0:  # no FP8 tensor cores: runs as bf16
+    if training.precision == "fp8" and gpu.supports_fp8:  # no FP8 tensor cores: runs as bf16
         linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
     attention_rate = dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)

@@ -265,7 +265,7 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
 
 def runs_fp8(problem: Problem) -> bool:
     """FP8 was asked for and the GPU has FP8 tensor cores (Ampere has none: the run stays bf16)."""
-    return problem.training.precision == "fp8" and problem.cluster.gpu.tflops_fp8 > 0
+    return problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8
 
 
 def _fp8_dense() -> _Section:
