@@ -7,6 +7,7 @@ axes, and the sampled ranks' coordinates and groups on every axis; on invalid se
 
 from __future__ import annotations
 
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,7 @@ def leaves_ranks_out(section: dict[str, Any], world_size: int) -> bool:
         return False
     megatron = strategy in ("megatron_fsdp", "mfsdp")
     sizes = [section.get(k) or 1 for k in (("tp_size", "cp_size") if megatron else ("tp_size", "cp_size", "pp_size"))]
-    product = dp
-    for size in sizes:
-        product *= size
-    return product < world_size
+    return dp * prod(sizes) < world_size
 
 
 def assert_same(section: dict[str, Any], world_size: int, ranks: list[int], answer: dict[str, Any],
