@@ -49,10 +49,6 @@ class Intent:
         return self.values["model"]
 
     @property
-    def hardware(self) -> dict[str, Any]:
-        return self.values["hardware"]
-
-    @property
     def gpu(self) -> str:
         return self.values["hardware"]["gpu"]
 
