@@ -20,7 +20,8 @@ class DispatcherChoice:
     reason: str
 
 
-def _major(capability: str) -> int:
+def capability_major(capability: str) -> int:
+    """The GPU generation from a compute capability ("9.0" -> 9); 0 when it is missing or malformed."""
     try:
         return int(str(capability).split(".")[0])
     except ValueError:
@@ -39,7 +40,7 @@ def choose_dispatcher(model: ModelSpec, cluster: ClusterSpec, ep: int) -> Dispat
     if ep <= 1:
         return DispatcherChoice("torch", "no expert parallelism: experts are FSDP-sharded, no token exchange")
     gpu = cluster.gpu
-    major = _major(gpu.compute_capability)
+    major = capability_major(gpu.compute_capability)
     name = gpu.name.lower()
     rack_scale = gpu.nvlink_domain > cluster.gpus_per_node
     deepep_ok = major in (8, 9) or (major == 10 and not rack_scale and "gb" not in name)

@@ -35,6 +35,7 @@ from automodel_dist.cost.memory import (
     rank_loads,
 )
 from automodel_dist.cost.shape import ModelShape
+from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
 
@@ -55,7 +56,7 @@ SMALL_BATCH_TOKENS = 512.0
 EXPERT_GEMM_TOKENS = 1024.0
 # Relative efficiency by GPU generation (compute capability major): Blackwell reaches a smaller share
 # of its higher peak at the same kernels (Megatron-Bridge's MFU bands, megatron-bridge.md §5).
-GENERATION_EFFICIENCY = {"8": 1.05, "9": 1.0, "10": 0.8}
+GENERATION_EFFICIENCY = {8: 1.05, 9: 1.0, 10: 0.8}
 # fp8 linear layers run at this share of the fp8 peak's efficiency (fit: torchtitan Llama 3.1 8B
 # compile vs compile+Float8, 6,667 -> 8,532 tokens/s/GPU, peers.md §6/§7).
 FP8_RELATIVE_EFFICIENCY = 0.68
@@ -133,7 +134,7 @@ def model_flops_per_token(shape: ModelShape) -> float:
 
 @lru_cache(maxsize=16)
 def _generation_efficiency(compute_capability: str) -> float:
-    return GENERATION_EFFICIENCY.get(compute_capability.split(".")[0], 1.0)
+    return GENERATION_EFFICIENCY.get(capability_major(compute_capability), 1.0)
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:

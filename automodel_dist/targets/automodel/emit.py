@@ -20,7 +20,7 @@ from ruamel.yaml.comments import CommentedMap
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.model import planned_options
-from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
+from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
@@ -257,7 +257,7 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
             b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
         b.put("dispatcher", layout.dispatcher, choice.reason)
         if fp8:
-            recipe = "mxfp8" if cluster.gpu.compute_capability.startswith("10") else "current"
+            recipe = "mxfp8" if capability_major(cluster.gpu.compute_capability) == 10 else "current"
             b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
         m.put("backend", b, "AutoModel's MoE backend: kernels and token dispatcher")
     return m
