@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ORACLE_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_shard_cp", "dp_cp")
-
 
 def _name(axis: Any) -> str:
     """AutoModel's axis names are str enums; their plain value is the name."""
