@@ -40,7 +40,7 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "winner": _candidate_json(Candidate(result.layout, result.estimate)),
         "alternatives": [_candidate_json(c) for c in result.alternatives[:top]],
         "pruned": result.pruned,
-        "pruned_examples": result.reasons or {},
+        "pruned_examples": result.reasons,
     }
 
 
@@ -94,9 +94,8 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
     if result.pruned:
         lines.append("layouts pruned, by rule (a layout breaking several rules counts under each):")
         width = max(len(rule) for rule in result.pruned)
-        examples = result.reasons or {}
         for rule, count in sorted(result.pruned.items(), key=lambda kv: (-kv[1], kv[0])):
-            lines.append(f"  {rule.ljust(width)}  {count:>6}  e.g. {examples.get(rule, '')}")
+            lines.append(f"  {rule.ljust(width)}  {count:>6}  e.g. {result.reasons.get(rule, '')}")
     else:
         lines.append("no layout was pruned by a rule")
     return "\n".join(lines) + "\n"
