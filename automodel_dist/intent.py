@@ -20,7 +20,7 @@ from automodel_dist.errors import InputError
 from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
-from automodel_dist.yamlio import Document, PathKey, join_path, load_document
+from automodel_dist.yamlio import Document, PathKey, join_path, load_document, split_path
 
 DEFAULT_PEFT_RANK = 16
 INT_PINS = ("tp", "pp", "vpp", "cp", "ep", "dp_replicate", "local_batch_size", "micro_batch_size")
@@ -268,7 +268,7 @@ def _schema_error(doc: Document, overrides: tuple[Override, ...], issues: list[S
 
 
 def _where(doc: Document, overrides: tuple[Override, ...], path: str | PathKey) -> str:
-    keys = tuple(path.split(".")) if isinstance(path, str) else tuple(path)
+    keys = split_path(path) if isinstance(path, str) else tuple(path)
     for override in reversed(overrides):
         if keys[: len(override.path)] == override.path:
             return f"override {override.text!r}"
