@@ -38,6 +38,7 @@ TORCH_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "Interleaved
                    "PipelineScheduleMulti", "ZBVZeroBubble", "DualPipeV")
 DTYPES = frozenset({"float", "float32", "float64", "double", "complex64", "cfloat", "float16", "half", "bfloat16",
                     "uint8", "int8", "int16", "short", "int32", "int", "int64", "long", "bool", "bf16"})
+MP_POLICY_DTYPES = ("param_dtype", "reduce_dtype", "output_dtype")  # MixedPrecisionPolicy's dtype fields
 AC_SCOPES = ("all", "audio", "language", "multimodal", "vision")
 FROZEN_SHARDING = ("root", "per_layer", "replicate")
 CUDA_GRAPH_MODULES = ("attn", "te_dpa", "moe_router", "moe_preprocess")
@@ -388,8 +389,7 @@ def _dtype_ok(value: Any) -> bool:
 def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding]) -> None:
     """dtype strings AutoModel converts at start-up (`dtype_from_str`), whatever the strategy."""
     mp = as_mapping(dist.get("mp_policy"))
-    places = [(f"distributed.mp_policy.{k}", mp[k]) for k in ("param_dtype", "reduce_dtype", "output_dtype")
-              if k in mp]
+    places = [(f"distributed.mp_policy.{k}", mp[k]) for k in MP_POLICY_DTYPES if k in mp]
     if "autocast_dtype" in dist:
         places.append(("distributed.autocast_dtype", dist["autocast_dtype"]))
     if pp > 1 and "dtype" in as_mapping(dist.get("pipeline")):
@@ -400,8 +400,7 @@ def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding])
             places.append(("distributed.moe.lm_head_precision", moe["lm_head_precision"]))
         moe_mp = as_mapping(moe.get("mp_policy"))
         if moe_mp.get("_target_"):
-            places += [(f"distributed.moe.mp_policy.{k}", moe_mp[k])
-                       for k in ("param_dtype", "reduce_dtype", "output_dtype") if k in moe_mp]
+            places += [(f"distributed.moe.mp_policy.{k}", moe_mp[k]) for k in MP_POLICY_DTYPES if k in moe_mp]
     for path, value in places:
         if not _dtype_ok(value):
             out.append(r.DTYPE_STRING.finding(
