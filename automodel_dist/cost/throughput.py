@@ -206,7 +206,7 @@ def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
     attention = shape.attention_flops / max(shape.num_layers, 1)
     dense = shape.dense_layer_flops + attention
     moe = shape.moe_layer_flops + shape.moe_expert_flops + attention
-    total = shape.dense_layers * dense + shape.moe_layers * moe + shape.lm_head_flops
+    total = model_flops_per_token(shape) / shape.flops_scale  # every rank's work together, unscaled like theirs
     busiest = max(load.dense * dense + load.moe * moe + (shape.lm_head_flops if load.head else 0.0)
                   for load in rank_loads(shape, layout))
     return max(1.0, busiest * layout.pp / total) if total > 0 else 1.0
