@@ -9,7 +9,7 @@ the order torch's mesh layouts list them in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 
 from automodel_dist.layout import Layout
@@ -101,16 +101,20 @@ class Axis:
 
 @dataclass(frozen=True)
 class MeshPlan:
-    """The meshes of one layout. `grid` covers the world for the device mesh; `moe_grid` prefixes the
-    per-stage MoE mesh with the pp dim so one table lists the groups of every stage."""
+    """The meshes of one layout. `device_mesh` covers the world; `moe_grid` prefixes the per-stage MoE
+    mesh with the pp dim so one table lists the groups of every stage."""
 
     strategy: str
     world_size: int
     device_mesh: Grid | None = None
     moe_mesh: Grid | None = None
     moe_grid: Grid | None = None
-    flattened: dict[str, tuple[str, ...]] = field(default_factory=dict)
     axes: tuple[Axis, ...] = ()
+
+    @property
+    def flattened(self) -> dict[str, tuple[str, ...]]:
+        """Each flattened axis of the device mesh and the dims it joins, in the order they are built."""
+        return {axis.name: axis.dims for axis in self.axes if axis.flattened}
 
     def axis(self, name: str) -> Axis:
         for axis in self.axes:
@@ -161,7 +165,7 @@ def plan_meshes(layout: Layout) -> MeshPlan:
         flattened = dict(MEGATRON_FLATTENED_WITH_CP) if layout.cp > 1 else {}
         axes = tuple(Axis(n, DEVICE_MESH, (n,)) for n in MEGATRON_DIMS)
         axes += tuple(Axis(n, DEVICE_MESH, dims, flattened=True) for n, dims in flattened.items())
-        return MeshPlan("megatron_fsdp", world, device_mesh=grid, flattened=flattened, axes=axes)
+        return MeshPlan("megatron_fsdp", world, device_mesh=grid, axes=axes)
     grid = Grid(FSDP2_DIMS, (layout.pp, layout.dp_replicate, layout.dp_shard, layout.cp, layout.tp))
     flattened = dict(FSDP2_FLATTENED)
     axes = tuple(Axis(n, DEVICE_MESH, (n,)) for n in FSDP2_DIMS)
@@ -173,8 +177,7 @@ def plan_meshes(layout: Layout) -> MeshPlan:
     axes += tuple(Axis(n, DEVICE_MESH, dims, flattened=True) for n, dims in flattened.items())
     if moe_grid is not None:
         axes += tuple(Axis(n, MOE_MESH, (n,)) for n in MOE_DIMS)
-    return MeshPlan("fsdp2", world, device_mesh=grid, moe_mesh=moe_mesh, moe_grid=moe_grid,
-                    flattened=flattened, axes=axes)
+    return MeshPlan("fsdp2", world, device_mesh=grid, moe_mesh=moe_mesh, moe_grid=moe_grid, axes=axes)
 
 
 @dataclass(frozen=True)

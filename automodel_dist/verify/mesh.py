@@ -85,7 +85,7 @@ class MeshReport(BySeverity):
     @property
     def flattened(self) -> dict[str, tuple[str, ...]]:
         """Each flattened axis and the mesh dims it joins (none until the meshes are built)."""
-        return dict(self.plan.flattened) if self.plan is not None else {}
+        return self.plan.flattened if self.plan is not None else {}
 
     @property
     def axis_mesh(self) -> dict[str, str]:
