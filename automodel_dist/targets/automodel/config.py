@@ -125,7 +125,8 @@ def resolve_config(data: Any, environ: Mapping[str, str] | None = None) -> tuple
 
     def walk(value: Any, path: PathKey, key: Any) -> Any:
         if isinstance(value, Mapping):
-            return {to_plain(k): walk(v, (*path, to_plain(k)), to_plain(k)) for k, v in value.items()}
+            plain = ((to_plain(k), v) for k, v in value.items())
+            return {k: walk(v, (*path, k), k) for k, v in plain}
         if isinstance(value, (list, tuple)):
             return [walk(v, (*path, i), "") for i, v in enumerate(value)]
         if isinstance(value, str):
