@@ -254,3 +254,13 @@ def test_cli_refuses_launcher_without_output_before_compiling(tmp_path: Path,
     assert code == 2
     err = capsys.readouterr().err
     assert "--launcher needs -o/--output" in err and "add -o run/recipe.yaml" in err
+
+
+@pytest.mark.parametrize("folder", ["my run", "run%1"])
+def test_a_run_directory_sbatch_lines_cannot_carry_is_refused(tmp_path: Path, folder: str) -> None:
+    result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED)
+    recipe = tmp_path / folder / "recipe.yaml"
+    with pytest.raises(InputError, match="contains whitespace or '%'") as caught:
+        write_launch_files(result, recipe, "slurm")
+    assert folder in caught.value.message and caught.value.hint
+    assert not recipe.parent.exists()  # refused before anything is written

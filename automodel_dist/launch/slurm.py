@@ -61,11 +61,12 @@ def _mounts(settings: LauncherSettings, run_dir: Path, cache_dir: str) -> str:
     return ",".join(mounts)
 
 
-def _check_path(text: str, what: str) -> str:
+def _check_run_dir(run_dir: Path) -> None:
+    """The log paths in #SBATCH --output/--error lie in the run directory, and those lines cannot quote."""
+    text = str(run_dir)
     if any(ch.isspace() for ch in text) or "%" in text:
-        raise InputError(f"{what} {text!r} contains whitespace or '%', which #SBATCH lines cannot carry",
+        raise InputError(f"run directory {text!r} contains whitespace or '%', which #SBATCH lines cannot carry",
                          hint="write the recipe to a folder whose path has no spaces")
-    return text
 
 
 def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, recipe_path: Path,
@@ -74,7 +75,7 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
     cluster = problem.cluster
     nodes, gpus = cluster.nodes, cluster.gpus_per_node
     run_dir = recipe_path.parent
-    _check_path(str(run_dir), "run directory")
+    _check_run_dir(run_dir)
     cache_dir = settings.cache_dir or str(run_dir / "cache")
     logs = run_dir / "logs"
     header = [
