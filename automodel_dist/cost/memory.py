@@ -121,11 +121,12 @@ def chunks_in_flight(layout: Layout, rank: int) -> float:
 
     1F1B: pp - rank micro batches; interleaved (Megatron's warm-up count): 2(pp-rank-1) + (vpp-1)pp + 1
     chunks, which for rank 0 is pp·vpp·(1 + (pp-1)/(pp·vpp)); GPipe and looped BFS keep every micro batch.
+    Without a schedule the stage count decides: several stages per rank count as interleaved.
     """
     pp, vpp, n_micro = layout.pp, layout.vpp, layout.n_microbatches or 1
     if pp <= 1:
         return 1.0
-    schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
+    schedule = layout.pp_schedule
     if schedule in ("gpipe", "loopedbfs"):
         return float(n_micro * vpp)
     if schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti" or vpp > 1:
