@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
@@ -21,6 +21,9 @@ from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
 from automodel_dist.yamlio import Document, PathKey, join_path, load_document, split_path
+
+if TYPE_CHECKING:
+    from automodel_dist.catalog.specs import GpuSpec
 
 DEFAULT_PEFT_RANK = 16
 INT_PINS = ("tp", "pp", "vpp", "cp", "ep", "dp_replicate", "local_batch_size", "micro_batch_size")
@@ -115,7 +118,6 @@ def load_intent(source: str | Path | Mapping[str, Any], overrides: Iterable[str]
 
 def resolve_intent(intent: Intent) -> Problem:
     """Resolve the model and GPU presets into specs: everything the planner and cost model need."""
-    from automodel_dist.catalog.hardware import get_gpu
     from automodel_dist.catalog.models import resolve_model
     from automodel_dist.catalog.specs import ClusterSpec
 
@@ -124,7 +126,7 @@ def resolve_intent(intent: Intent) -> Problem:
         local = _relative_to_intent(intent.document, model_ref)
         model_ref = str(local) if local.exists() else model_ref
     model = _located(lambda: resolve_model(model_ref), intent, "model")
-    gpu = _located(lambda: get_gpu(intent.gpu), intent, "hardware.gpu")
+    gpu = _gpu(intent)
     pins = intent.pins
     if not model.is_moe and pins.ep is not None and min(pins.ep) > 1:
         raise InputError(f"parallelism.ep pins expert parallelism {list(pins.ep)} but {model.name} is a dense model",
@@ -229,16 +231,21 @@ def _check_cross_fields(intent: Intent) -> None:
 
 
 def _fill_gpus_per_node(intent: Intent) -> None:
-    from automodel_dist.catalog.hardware import get_gpu
-
     hardware = intent.values["hardware"]
-    gpu = _located(lambda: get_gpu(hardware["gpu"]), intent, "hardware.gpu")
+    gpu = _gpu(intent)
     if hardware["gpus_per_node"] is None:
         hardware["gpus_per_node"] = gpu.gpus_per_node
     elif hardware["gpus_per_node"] > gpu.gpus_per_node:
         raise InputError(f"hardware.gpus_per_node is {hardware['gpus_per_node']} but a {gpu.name} node has "
                          f"{gpu.gpus_per_node} GPUs", where=intent.where("hardware.gpus_per_node"),
                          hint=f"use at most {gpu.gpus_per_node}, or add nodes instead")
+
+
+def _gpu(intent: Intent) -> GpuSpec:
+    """The intent's GPU preset (loading fills gpus_per_node from it, resolving builds the cluster)."""
+    from automodel_dist.catalog.hardware import get_gpu
+
+    return _located(lambda: get_gpu(intent.gpu), intent, "hardware.gpu")
 
 
 def _located(call: Any, intent: Intent, path: str) -> Any:
