@@ -52,8 +52,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
     result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
-    if args.output:
-        out = Path(args.output)
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
         written = [str(out)]
@@ -61,9 +64,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             from automodel_dist.launch import write_launch_files
 
             written += write_launch_files(result, out, args.launcher)
-        print("wrote " + ", ".join(written), file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
+        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
+                         hint="pass -o the path of a file in a folder you can write to") from None
+    print("wrote " + ", ".join(written), file=sys.stderr)
     return 0
 
 

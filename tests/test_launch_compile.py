@@ -188,3 +188,16 @@ def test_an_unreadable_sbatch_path_is_exit_2(tmp_path: Path, capsys: pytest.Capt
     code, _, err = _validate_cli(recipe, tmp_path / name, capsys)
     assert code == 2
     assert "sbatch script" in err and "hint:" in err and "Traceback" not in err
+
+
+def test_an_output_path_that_cannot_be_written_is_bad_input(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """-o naming a folder: exit 2 with the path and the fix, not an IsADirectoryError traceback."""
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(INTENT.format(extra=""))
+    folder = tmp_path / "run"
+    folder.mkdir()
+    assert main(["compile", str(intent), "-o", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder}: cannot write the output" in err and "hint: pass -o the path of a file" in err
+    assert "Traceback" not in err
