@@ -212,7 +212,7 @@ def memory_breakdown(
     peft = training.is_peft
     ddp = layout.strategy == "ddp"
     fsdp = 1 if ddp else (layout.dp_shard or 1) * cp
-    expert_shard = 1 if ddp else (layout.ep_shard or 1 if ep > 1 else fsdp)
+    expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
     fp32_master = options.master_weights == "fp32"
     weight_bytes = FP32 if fp32_master else BF16
     reduce_bytes = options.reduce_bytes

@@ -335,7 +335,7 @@ def time_breakdown(
             bw = _bandwidth(gpu, fsdp, fsdp * tp, nvlink_domain)
             gather_s += gathers * 2 * dense_w * (fsdp - 1) / fsdp / bw
             sync_s += reductions * reduce_bytes * dense_w * (fsdp - 1) / fsdp / bw
-        expert_shard = layout.ep_shard if ep > 1 else 1
+        expert_shard = layout.ep_shard  # 1 without EP
         if expert_w and expert_shard > 1:  # experts stay gathered across forward: one gather per pass
             bw = _bandwidth(gpu, expert_shard, ep * expert_shard, nvlink_domain)
             gather_s += ga * 2 * expert_w * (expert_shard - 1) / expert_shard / bw
@@ -343,7 +343,7 @@ def time_breakdown(
         replicas = layout.dp_replicate or 1
         if replicas > 1 and not training.is_peft:  # HSDP all-reduce of the gradient shards
             bw = _bandwidth(gpu, replicas, world // pp, nvlink_domain)
-            shard = dense_w / fsdp + expert_w / max(expert_shard, 1)
+            shard = dense_w / fsdp + expert_w / expert_shard
             sync_s += shard * reduce_bytes * 2 * (replicas - 1) / replicas / bw
     sync_window = last_backward if deferred else busy
     fsdp_comm = (max(0.0, gather_s - busy) + max(0.0, sync_s - sync_window)
