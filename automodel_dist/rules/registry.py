@@ -29,7 +29,8 @@ class Rule:
 
     def finding(self, message: str, *, hint: str = "", automodel_message: str | None = None,
                 path: str | None = None, severity: str | None = None) -> Finding:
-        return Finding(rule=self.id, severity=severity or self.severity, path=path or self.path,
+        # path="" is a real place (the top level), so only None falls back to the rule's own path.
+        return Finding(rule=self.id, severity=severity or self.severity, path=self.path if path is None else path,
                        message=message, hint=hint, automodel_message=automodel_message)
 
 
