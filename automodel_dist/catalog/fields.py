@@ -100,7 +100,7 @@ def spec_from_fields(values: Mapping[str, Any], where: str) -> ModelSpec:
             hint="give every one of: " + ", ".join(n for n in REQUIRED_FIELDS if n not in ("name", "family"))
             + "; or start from a preset with {preset: ID, <field>: <value>}",
         )
-    if "sliding_window" in checked and checked["sliding_window"] and "sliding_window_layers" not in checked:
+    if checked.get("sliding_window") and "sliding_window_layers" not in checked:  # as Mistral: every layer
         checked["sliding_window_layers"] = checked["num_layers"]
     return check_spec(ModelSpec(**checked), where)
 
