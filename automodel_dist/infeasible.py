@@ -1,7 +1,8 @@
 """Nothing fits: the closest layouts, and what would make one fit, each found by re-planning a variation.
 
 Every suggestion is computed by searching the varied problem (more GPUs, activation checkpointing, a
-smaller local batch, a shorter sequence, a larger GPU, fewer pins), never written from a template.
+smaller local batch, a shorter sequence, a larger GPU, a nearby global batch, fewer pins), never written
+from a template.
 """
 
 from __future__ import annotations
