@@ -139,6 +139,17 @@ def test_distillation_meshes_are_judged_on_their_own_ranks(tmp_path: Path) -> No
     assert (error.rule, error.path, error.line) == ("am-r13-ep-divides-non-pp", "teacher_distributed.ep_size", 15)
 
 
+def test_an_unreadable_teacher_size_is_located_in_the_teacher_section(tmp_path: Path) -> None:
+    from automodel_dist.errors import InputError
+
+    text = GOOD.replace("  tp_size: 2\n  dp_size: none\n", "  dp_size: 4\n") + (
+        "separate_meshes: true\nteacher_distributed:\n  dp_size: 4\n  tp_size: two\n")
+    path = write(tmp_path, text)
+    with pytest.raises(InputError, match="tp_size must be a positive integer") as caught:
+        validate_recipe(path, world_size=8)
+    assert caught.value.where == f"{path}:14:3"  # teacher_distributed.tp_size, not the student's section
+
+
 BAD_INPUTS = {
     "missing file": (None, "recipe file not found"),
     "empty file": ("", "recipe is empty"),
