@@ -58,12 +58,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     out = Path(args.output)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        written = [str(out)]
-        if args.launcher:
+        if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
             from automodel_dist.launch import write_launch_files
 
-            written += write_launch_files(result, out, args.launcher)
+            written = [str(out), *write_launch_files(result, out, args.launcher)]
+        else:
+            out.write_text(text, encoding="utf-8")
+            written = [str(out)]
     except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
         raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
                          hint="pass -o the path of a file in a folder you can write to") from None

@@ -89,10 +89,11 @@ def test_same_intent_same_bytes(tmp_path: Path) -> None:
 
 
 def test_skypilot_without_a_cloud_is_a_clear_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _ = _compile(tmp_path, "skypilot")
+    code, recipe = _compile(tmp_path, "skypilot")
     assert code == 2
     err = capsys.readouterr().err
     assert "launcher.cloud" in err and "hint:" in err and "Traceback" not in err
+    assert not recipe.exists()  # no recipe left behind without the launch settings it was meant to carry
 
 
 @pytest.mark.parametrize(("setting", "key"), [

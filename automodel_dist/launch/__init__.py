@@ -26,11 +26,12 @@ SBATCH_NAME = "launch.sbatch"
 
 
 def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[str]:
-    """Write what launches `result`'s recipe (already written at `recipe_path`); return the paths written.
+    """Write `result`'s recipe at `recipe_path` with the launch settings, and what launches it; return the
+    paths written besides the recipe. Nothing is written when the launch rules fail.
 
     `result` is a CompileResult: `.problem`, `.layout`, `.yaml` (the recipe text) and `.intent` (whose
-    `.launcher` is the intent's launcher block or None). The recipe is rewritten from `.yaml` with the
-    launch settings added, keeping its comments.
+    `.launcher` is the intent's launcher block or None). The recipe is `.yaml` with the launch settings
+    added, keeping its comments.
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; expected one of {LAUNCHERS}")
