@@ -75,15 +75,14 @@ Explained = tuple[PathKey, str, str, str]
 
 def _explain(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained]:
     """One validation error -> (path, message, hint, severity) items (an unknown-keys error gives one per key)."""
+    keyword = error.validator
+    if keyword in ("anyOf", "oneOf"):  # the chosen branch's errors carry their own path and severity
+        yield from _explain_branches(error, root)
+        return
     path: PathKey = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     severity = _severity(root, error.absolute_schema_path)
     custom_hint = schema.get("x-hint")
-    keyword = error.validator
-
-    if keyword in ("anyOf", "oneOf"):
-        yield from _explain_branches(error, root)
-        return
     if keyword == "additionalProperties":
         allowed = _allowed_keys(error.schema)
         for key in _unknown_keys(error.instance, error.schema):
