@@ -383,22 +383,20 @@ def rank(problem: Problem, candidates: Sequence[Candidate]) -> list[Candidate]:
     if not candidates:
         return []
     gpn = problem.cluster.gpus_per_node
-    if problem.objective == "memory":
-        lowest = min(c.estimate.memory_gib for c in candidates)
+    memory = problem.objective == "memory"
+    lowest = min(c.estimate.memory_gib for c in candidates)
+    highest = max(c.estimate.tokens_per_s_per_gpu for c in candidates)
 
-        def key(c: Candidate) -> tuple:
-            est, simple = c.estimate, simplicity(c.layout, gpn)
+    def key(c: Candidate) -> tuple:
+        est, simple = c.estimate, simplicity(c.layout, gpn)
+        if memory:
             tied = est.memory_gib <= lowest * (1.0 + THROUGHPUT_TIE)
-            return (not tied, simple if tied else (), est.memory_gib, -est.tokens_per_s_per_gpu, simple,
-                    _batch(c.layout))
-    else:
-        highest = max(c.estimate.tokens_per_s_per_gpu for c in candidates)
-
-        def key(c: Candidate) -> tuple:
-            est, simple = c.estimate, simplicity(c.layout, gpn)
+            objective = (est.memory_gib, -est.tokens_per_s_per_gpu)
+        else:
             tied = est.tokens_per_s_per_gpu >= highest * (1.0 - THROUGHPUT_TIE)
-            return (not tied, simple if tied else (), -est.tokens_per_s_per_gpu, est.memory_gib, simple,
-                    _batch(c.layout))
+            objective = (-est.tokens_per_s_per_gpu, est.memory_gib)
+        return (not tied, simple if tied else (), *objective, simple, _batch(c.layout))
+
     return sorted(candidates, key=key)
 
 
