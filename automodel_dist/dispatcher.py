@@ -29,7 +29,11 @@ def capability_major(capability: str) -> int:
 
 
 def ep_group_in_domain(ep: int, domain: int, world_size: int) -> bool:
-    """EP groups are blocks of `ep` consecutive ranks: each stays inside a domain of `domain` ranks."""
+    """Blocks of `ep` consecutive ranks each stay inside a domain of `domain` ranks.
+
+    EP groups are such blocks, and so are TP and TP·CP groups: the planner and the rules ask the same
+    question of those (`groups_leaving_node`, the TP-inside-a-node rule).
+    """
     return ep <= 1 or world_size <= domain or (ep <= domain and domain % ep == 0)
 
 
