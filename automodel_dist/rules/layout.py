@@ -30,6 +30,12 @@ PACKED_CP_FAMILIES = frozenset({
     "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v3", "kimi_k2", "gpt_oss",
 })
 _PACKED_CP_ATTN = frozenset({"te", "magi", "tilelang"})
+# The parallelisms a strategy other than fsdp2 lacks (Layout size field, its name in AutoModel's message).
+UNSUPPORTED_FEATURES = {
+    "ddp": (("tp", "tensor parallelism"), ("pp", "pipeline parallelism"), ("cp", "context parallelism"),
+            ("ep", "expert parallelism")),
+    "megatron_fsdp": (("pp", "pipeline parallelism"), ("ep", "expert parallelism")),
+}
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
@@ -66,17 +72,12 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
             f"sequence_parallel is an fsdp2 option; strategy {strategy} rejects the key",
             path="distributed.sequence_parallel", hint="remove distributed.sequence_parallel (even `false`)",
             automodel_message=f"Unknown options for strategy '{strategy}': ['sequence_parallel']"))
+    for size_name, feature in UNSUPPORTED_FEATURES.get(strategy, ()):
+        if getattr(layout, size_name) > 1:
+            out.append(_strategy_feature(strategy, feature, f"{size_name}_size", getattr(layout, size_name)))
     if strategy == "ddp":
-        for size, feature, key in ((tp, "tensor parallelism", "tp_size"), (pp, "pipeline parallelism", "pp_size"),
-                                   (cp, "context parallelism", "cp_size"), (ep, "expert parallelism", "ep_size")):
-            if size > 1:
-                out.append(_strategy_feature("ddp", feature, key, size))
         return True
     if strategy == "megatron_fsdp":
-        if pp > 1:
-            out.append(_strategy_feature("megatron_fsdp", "pipeline parallelism", "pp_size", pp))
-        if ep > 1:
-            out.append(_strategy_feature("megatron_fsdp", "expert parallelism", "ep_size", ep))
         if layout.activation_checkpointing and world > 1:
             out.append(r.MFSDP_AC_SKIPPED.finding(
                 "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
