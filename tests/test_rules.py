@@ -308,3 +308,11 @@ def test_registry_entries_are_complete() -> None:
         assert all(ref.startswith("R") and ref[1:].isdigit() for ref in rule.automodel)
         if rule.automodel:  # a check AutoModel makes carries the am- prefix
             assert rule.id.startswith("am-")
+
+
+def test_dist_env_timeout_counts_a_partly_filled_node() -> None:
+    from automodel_dist.rules.recipe import check_recipe
+
+    [finding] = [f for f in check_recipe({"distributed": {}}, world_size=12, gpus_per_node=8)
+                 if f.rule == "dist-env-timeout"]
+    assert "on a 2-node run" in finding.message  # 12 GPUs at 8 per node are 2 nodes, not 12 // 8 = 1

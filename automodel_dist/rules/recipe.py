@@ -553,8 +553,9 @@ def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int,
     timeout = env.get("timeout_minutes")
     if timeout is None or (isinstance(timeout, (int, float)) and timeout < MULTI_NODE_TIMEOUT_MINUTES):
         shown = "unset (AutoModel's default: 1 minute)" if timeout is None else f"{timeout} minutes"
+        nodes = -(-world_size // gpus_per_node)  # a partly filled last node is a node too
         out.append(r.DIST_ENV_TIMEOUT.finding(
-            f"dist_env.timeout_minutes is {shown} on a {world_size // gpus_per_node}-node run; start-up collectives "
+            f"dist_env.timeout_minutes is {shown} on a {nodes}-node run; start-up collectives "
             "and checkpoint saves across nodes routinely take longer",
             path="dist_env.timeout_minutes" if timeout is not None else "dist_env",
             hint=f"set dist_env.timeout_minutes: {MULTI_NODE_TIMEOUT_MINUTES} or more"))
