@@ -17,6 +17,11 @@ MULTI_STAGE_SCHEDULES = ("interleaved1f1b", "loopedbfs", "interleavedzerobubble"
 V_SCHEDULES = ("zbvzerobubble", "dualpipev")
 PP_SCHEDULES = (*SINGLE_STAGE_SCHEDULES, *MULTI_STAGE_SCHEDULES, "pipelineschedulesingle", "pipelineschedulemulti")
 
+
+def is_multi_stage(schedule: str | None) -> bool:
+    """Whether torch runs several stages per pp rank for this schedule (its PipelineScheduleMulti family)."""
+    return schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti"
+
 # AutoModel's MoE token dispatchers beyond plain `torch`: the first three do inter-node all-to-all; MoK
 # fuses dispatch and combine inside one NVLink domain.
 INTER_NODE_DISPATCHERS = ("deepep", "hybridep", "uccl_ep")

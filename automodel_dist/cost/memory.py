@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from automodel_dist.cost.shape import ModelShape
-from automodel_dist.layout import FLEX_DISPATCHERS, MULTI_STAGE_SCHEDULES, Layout
+from automodel_dist.layout import FLEX_DISPATCHERS, Layout, is_multi_stage
 from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.problem import TrainingSpec
 
@@ -129,7 +129,7 @@ def chunks_in_flight(layout: Layout, rank: int) -> float:
     schedule = layout.pp_schedule
     if schedule in ("gpipe", "loopedbfs"):
         return float(n_micro * vpp)
-    if schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti" or vpp > 1:
+    if is_multi_stage(schedule) or vpp > 1:
         return float(min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, n_micro * vpp))
     return float(min(pp - rank, n_micro))
 

@@ -13,10 +13,10 @@ from automodel_dist.dispatcher import ep_group_in_domain
 from automodel_dist.findings import Finding
 from automodel_dist.layout import (
     INTER_NODE_DISPATCHERS,
-    MULTI_STAGE_SCHEDULES,
     SINGLE_STAGE_SCHEDULES,
     V_SCHEDULES,
     Layout,
+    is_multi_stage,
 )
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
@@ -199,7 +199,7 @@ def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
     schedule = layout.pp_schedule
     if schedule is None:  # an unknown or missing name is the recipe rule am-r32-schedule-name
         return
-    if (schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti") and vpp < 2:
+    if is_multi_stage(schedule) and vpp < 2:
         out.append(r.STAGES_PER_RANK.finding(
             f"multi-stage schedule {schedule} needs at least 2 stages per rank, got {vpp}",
             hint="lower layers_per_stage (or leave it null for 2 stages per rank), or use pp_schedule: 1f1b",

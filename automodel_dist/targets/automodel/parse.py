@@ -13,7 +13,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.layout import MULTI_STAGE_SCHEDULES, Layout
+from automodel_dist.layout import Layout, is_multi_stage
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import (
     canonical_strategy,
@@ -141,8 +141,7 @@ def virtual_stages(num_layers: int, layers_per_stage: int, pp: int, rounding: An
 
 def _stages_per_rank(pipeline: Mapping[str, Any], pp: int, schedule: str | None, model: ModelSpec | None) -> int:
     """vpp: from layers_per_stage when the layer count is known, else the schedule's default (1 or 2)."""
-    multi = schedule in MULTI_STAGE_SCHEDULES or schedule == "pipelineschedulemulti"  # V schedules are multi-stage
-    default = 2 if multi else 1
+    default = 2 if is_multi_stage(schedule) else 1
     per_stage = pipeline.get("layers_per_stage")
     if per_stage is None:
         return default
