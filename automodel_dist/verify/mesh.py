@@ -152,7 +152,7 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
         try:
             layout = layout_from_config(config, world_size=kd[0] if kd else world_size)
         except RecipeValueError as exc:
-            raise InputError(exc.message, where=doc.where(exc.path), hint=exc.hint) from None
+            raise exc.located(doc) from None
         findings += [f for f in check_layout(layout) if decides_meshes(f)]
     return layout, locate_all(doc, findings)
 
