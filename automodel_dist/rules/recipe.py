@@ -25,6 +25,7 @@ from automodel_dist.targets.automodel.config import (
     STRATEGY_KEYS,
     STRATEGY_NAMES,
     canonical_strategy,
+    mesh_degree,
     normalize_activation_checkpointing,
 )
 from automodel_dist.targets.automodel.parse import virtual_stages
@@ -74,7 +75,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
             "cfg.distributed", path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is "
             "inferred)"))
     strategy = _check_strategy(dist, out)
-    pp, ep, tp = (_lenient_size(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
+    pp, ep, tp = (mesh_degree(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
     if strategy is not None:
         _check_unknown_options(dist, strategy, out)
     _check_activation_checkpointing(dist, out)
@@ -127,7 +128,7 @@ def _explicit_mesh_size(dist: Mapping[str, Any]) -> int | None:
         return None
     size = dp
     for key in ("tp_size", "pp_size", "cp_size"):
-        size *= _lenient_size(dist.get(key))
+        size *= mesh_degree(dist.get(key))
     return size
 
 
@@ -168,11 +169,6 @@ def _check_kd(config: Mapping[str, Any], dist: Mapping[str, Any], world_size: in
             hint=f"size the two meshes so they add up to {world_size}",
             automodel_message=f"Separate KD mesh sizes must use every rank exactly once: student={student} + "
                               f"teacher={teacher_size} != world_size={world_size}"))
-
-
-def _lenient_size(value: Any) -> int:
-    """AutoModel's `_degree`: a positive int, else 1."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _suggest(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:

@@ -173,3 +173,8 @@ def normalize_activation_checkpointing(value: Any) -> bool | str:
         if word == "selective":
             return "selective"
     raise ValueError(AC_MESSAGE)
+
+
+def mesh_degree(value: Any) -> int:
+    """AutoModel's `mesh_utils._degree`: a size that is a positive int counts as given, anything else is 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1

@@ -30,6 +30,7 @@ from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
     STRATEGY_KEYS,
     canonical_strategy,
+    mesh_degree,
     normalize_activation_checkpointing,
     translate_value,
 )
@@ -379,7 +380,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
 def _normalized_pin_value(name: str, value: Any) -> Any:
     """A base recipe's value as the pin would say it (null sizes are 1, strategy aliases, AC spellings)."""
     if name in SIZE_PINS:
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+        return mesh_degree(value)
     if name == "strategy":
         return canonical_strategy(value) or value
     if name == "activation_checkpointing":
