@@ -23,7 +23,7 @@ from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
-from automodel_dist.rules.layout import check_cp_packing
+from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
@@ -176,6 +176,8 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
         if spec is None:
             findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",
                                               path="distributed.cp_size", hint="pass --model"))
+    elif layout.cp > 1:
+        check_cp_padding(layout, training, findings)
     findings += _memory_findings(config, layout, spec, cluster, training, gpu)
     return findings
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv with everything automodel-dist and its tests need. Idempotent.
-# torch 2.13.0 (CPU) goes in first so nothing pulls a CUDA build; NeMo AutoModel 0.7.0 is installed
-# with --no-deps as the test oracle for device meshes (never a runtime dependency).
+# torch 2.13.0 (CPU) goes in first so nothing pulls a CUDA build; then the package with its `oracle` extra:
+# NeMo AutoModel 0.7.0 with its full dependency set (transformers and the rest, ~2 GB, a few minutes), the
+# test oracle for meshes and for `dry-run --model`. triton is uninstalled: AutoModel 0.7.0's LoRA kernel
+# module fails to import under triton 3.9 (an autotune key naming no argument), and nothing here needs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -12,9 +14,9 @@ PIP=".venv/bin/pip"
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
   $PIP install --quiet --disable-pip-version-check torch==2.13.0
 fi
-$PIP install --quiet --disable-pip-version-check -e ".[dryrun,test]"
-if ! .venv/bin/python -c 'import nemo_automodel' 2>/dev/null; then
-  $PIP install --quiet --disable-pip-version-check --no-deps nemo-automodel==0.7.0
+$PIP install --quiet --disable-pip-version-check -e ".[dryrun,test,oracle]" -c <(echo "torch==2.13.0")
+if .venv/bin/python -c 'import triton' 2>/dev/null; then
+  $PIP uninstall --quiet --disable-pip-version-check -y triton
 fi
 if ! command -v shellcheck >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

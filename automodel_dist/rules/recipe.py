@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
-from automodel_dist.findings import Finding
+from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import listing
@@ -99,6 +100,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
             f"embedding_row_repair is enabled with pp_size={pp}",
             hint="set embedding_row_repair.enabled: false, or pp_size: 1",
             automodel_message="embedding_row_repair is not currently supported with pipeline parallelism"))
+    _check_model_path(as_mapping(config.get("model")), out)
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
@@ -404,6 +406,28 @@ def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding])
                 hint=" ".join(filter(None, [_suggest(str(value).lower(), tuple(DTYPES)),
                                             "use bfloat16 (or bf16), float32, float16"])),
                 automodel_message=f"Unknown dtype string: {value}"))
+
+
+def _check_model_path(model: Mapping[str, Any], out: list[Finding]) -> None:
+    """`pretrained_model_name_or_path` (or under `config:` for from_config) as AutoConfig.from_pretrained reads
+    it: a hub id or a model folder. A config.json file is not a model (from_pretrained needs the weights and
+    tokenizer beside it); a relative path is resolved against the job's working directory, not the recipe's."""
+    for path, value in (("model.pretrained_model_name_or_path", model.get("pretrained_model_name_or_path")),
+                        ("model.config.pretrained_model_name_or_path",
+                         as_mapping(model.get("config")).get("pretrained_model_name_or_path"))):
+        if not isinstance(value, str) or not value.strip():
+            continue
+        local = Path(value).expanduser()
+        if value.endswith(".json") or local.is_file():
+            out.append(r.MODEL_PATH.finding(
+                f"{value!r} names a file; AutoModel loads a model from its folder (config.json, weights, "
+                "tokenizer) or a hub id", path=path, hint=f"point it at the folder: {local.parent}",
+                automodel_message=f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{value}'."))
+        elif value.startswith(("./", "../")) or (not local.is_absolute() and local.exists()):
+            out.append(r.MODEL_PATH.finding(
+                f"{value!r} is a relative path: AutoModel resolves it against the directory the job starts in, "
+                "not the recipe's folder", path=path, severity=WARNING,
+                hint=f"write the absolute path{f' ({local.resolve()})' if local.exists() else ''}"))
 
 
 def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:

@@ -39,6 +39,8 @@ from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to
 DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
+SCRATCH_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_config"  # random weights from the architecture
+CONFIG_TARGET = "transformers.AutoConfig.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"
@@ -241,8 +243,14 @@ def _pipeline(problem: Problem, layout: Layout) -> _Section:
 def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
     model, cluster = problem.model, problem.cluster
     m = _Section()
-    m.put("_target_", MODEL_TARGET)
-    m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
+    if problem.training.init == "from_scratch":
+        m.put("_target_", SCRATCH_TARGET, "training.init from_scratch: random weights, the architecture only")
+        config = _Section().put("_target_", CONFIG_TARGET)
+        config.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model (its config only)")
+        m.put("config", config)
+    else:
+        m.put("_target_", MODEL_TARGET)
+        m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
     fp8 = runs_fp8(problem)
     if model.is_moe:
         b = _Section().put("_target_", BACKEND_TARGET)
