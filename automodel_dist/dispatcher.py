@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,12 @@ def dispatcher_runs_on(dispatcher: str, gpu: GpuSpec, gpus_per_node: int) -> boo
 
 
 def choose_dispatcher(model: ModelSpec, cluster: ClusterSpec, ep: int) -> DispatcherChoice:
-    """Dense: None. MoE without EP: torch. With EP: by GPU generation and EP locality."""
+    """Dense, or MoE on a Hugging Face class: None. AutoModel's MoE without EP: torch. With EP: by GPU
+    generation and EP locality."""
     if not model.is_moe:
         return DispatcherChoice(None, "dense model")
+    if not automodel_moe(model):
+        return DispatcherChoice(None, "a Hugging Face MoE class: AutoModel's token dispatchers do not apply")
     if ep <= 1:
         return DispatcherChoice("torch", "no expert parallelism: experts are FSDP-sharded, no token exchange")
     gpu = cluster.gpu

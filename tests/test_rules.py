@@ -29,7 +29,6 @@ LLAMA_1B = resolve_model("llama-3.2-1b")      # tied embeddings
 QWEN3_MOE = resolve_model("qwen3-30b-a3b")    # 128 routed experts
 MIXTRAL = resolve_model("mixtral-8x7b")       # 8 experts, served by Hugging Face code (no packed CP, no EP)
 GPT_OSS = resolve_model("gpt-oss-20b")        # 32 experts, AutoModel's own MoE class (EP, no TP plan)
-QWEN3_235B = resolve_model("qwen3-235b-a22b")  # 94 layers
 H100_2_NODES = ClusterSpec(get_gpu("h100-80gb"), nodes=2, gpus_per_node=8)
 GB200_RACK = ClusterSpec(get_gpu("gb200-nvl72"), nodes=4, gpus_per_node=4)
 PACKED_4K = TrainingSpec(seq_length=4096, packed_sequences=True)
@@ -43,7 +42,8 @@ def lay(world: int = 8, **fields: Any) -> Layout:
 
 # Two nodes, {tasks} srun tasks in all (one per node is right), each starting torchrun.
 SRUN_TASKS_SBATCH = ("#!/bin/bash\n#SBATCH -N 2\nMASTER=$(scontrol show hostnames | head -n 1)\n"
-                     "srun -n {tasks} bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app r.yaml'\n")
+                     "srun -n {tasks} bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app "
+                     "r.yaml'\n")
 PP = {"pp_schedule": "1f1b", "local_batch_size": 8}
 LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-r9-world-divisible", lay(tp=3), lay(tp=2), {}),
@@ -89,8 +89,8 @@ LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-r22-tp-plan", lay(tp=2, ep=4), lay(ep=8), {"model": QWEN3_MOE}),
     ("am-r22-tp-plan", lay(tp=2), lay(tp=2), {"model": GPT_OSS, "good_model": MIXTRAL}),
     ("am-r26-ep-divides-experts", lay(64, ep=64), lay(64, ep=32), {"model": GPT_OSS}),
-    ("pp-vpp-whole-layers", lay(128, pp=4, pp_schedule="interleaved1f1b", vpp=12, local_batch_size=8),
-     lay(128, pp=4, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=8), {"model": QWEN3_235B}),
+    ("pp-vpp-whole-layers", lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=7, local_batch_size=32),
+     lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=32), {"model": LLAMA_8B}),
     ("cp-seq-padded", lay(cp=2), lay(cp=2), {"training": TrainingSpec(seq_length=4098),
                                              "good_training": TrainingSpec(seq_length=4096)}),
     ("moe-dispatcher-package", lay(ep=8, dispatcher="deepep"), lay(ep=8, dispatcher="torch"), {}),

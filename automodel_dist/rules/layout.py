@@ -18,7 +18,7 @@ from automodel_dist.layout import (
     Layout,
     is_multi_stage,
 )
-from automodel_dist.pipeline_stages import layers_per_stage, virtual_stage_options
+from automodel_dist.pipeline_stages import stage_split, virtual_stage_options
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import divisors, listing
@@ -308,11 +308,12 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                 f"{pp}·{layout.vpp} = {stages} pipeline stages for {model.num_layers} layers",
                 hint=f"keep pp · stages per rank <= {model.num_layers}",
                 automodel_message=f"Number of stages ({stages}) cannot exceed number of layers ({model.num_layers})"))
-        elif layout.vpp > 1 and layers_per_stage(model.num_layers, stages) is None:
+        elif layout.vpp > 1 and stage_split(model.num_layers, stages, pp) is None:
             options = virtual_stage_options(model.num_layers, pp, model.num_layers // pp)
             out.append(r.VPP_WHOLE_LAYERS.finding(
-                f"{pp}·{layout.vpp} = {stages} stages: no whole layers_per_stage splits {model.num_layers} layers "
-                f"into exactly {stages} stages (AutoModel makes ceil({model.num_layers} / layers_per_stage) stages)",
+                f"{pp}·{layout.vpp} = {stages} stages: no layers_per_stage splits {model.num_layers} layers into "
+                f"exactly {stages} stages (AutoModel makes ceil({model.num_layers} / layers_per_stage) stages, "
+                "rounded to a multiple of pp if asked)",
                 hint=f"stages per rank that whole layers make with pp {pp}: {listing(options)}"))
         if model.tie_word_embeddings:
             out.append(r.PP_TIED_EMBEDDINGS.finding(

@@ -16,6 +16,7 @@ from typing import Any
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
+from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
@@ -29,7 +30,6 @@ from automodel_dist.targets.automodel.config import (
     mesh_degree,
     normalize_activation_checkpointing,
 )
-from automodel_dist.targets.automodel.parse import virtual_stages
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {

@@ -14,6 +14,10 @@ tests/test_model_oracle.py checks every row against the installed AutoModel's re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from automodel_dist.catalog.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,13 @@ HF_MODEL_TYPES = {family: ("deepseek_v3" if family == "kimi_k2" else family) for
 def model_class(family: str) -> ModelClass | None:
     """The class AutoModel builds for a catalog family; None for a family it is not known for."""
     return MODEL_CLASSES.get(family)
+
+
+def automodel_moe(model: ModelSpec) -> bool:
+    """The model runs on one of AutoModel's own MoE classes: expert parallelism, a BackendConfig (kernels,
+    token dispatcher) and its pipeline patches apply. A family not in the table is judged by having experts."""
+    cls = model_class(model.family)
+    return cls.moe_mixin if cls is not None else model.is_moe
 
 
 def tp_plan_message(tp: int, cls: str) -> str:
