@@ -300,6 +300,16 @@ LAUNCHER_SECTION = register(
     "a recipe the script runs through nemo_automodel.cli.app must not carry a skypilot: or nemo_run: section")
 
 # ---------------------------------------------------------------------------------------------------
+# The model-level dry-run (verify/model_dryrun.py): AutoModel's own build, on meta.
+# ---------------------------------------------------------------------------------------------------
+MODEL_BUILD = register(
+    "am-model-build", ERROR, "model",
+    "AutoModel raised while building the model, in a way no other rule predicts (its message says what)")
+MODEL_PLAN = register(
+    "model-plan-unmatched", ERROR, "distributed.tp_size",
+    "a TP or EP size whose plan sharded no parameter of the real model (the plan matched no module)")
+
+# ---------------------------------------------------------------------------------------------------
 # validate.py: cost model and what could not be judged.
 # ---------------------------------------------------------------------------------------------------
 MEMORY_FIT = register(

@@ -31,6 +31,9 @@ from typing import Any
 # (the stand-in for capabilities.attach_capabilities_and_validate restores it for the check).
 CPU_BACKEND = {"attn": "sdpa", "linear": "torch", "rms_norm": "torch", "rope_fusion": False, "experts": "torch_mm",
                "dispatcher": "torch"}
+# GPU-only options of the recipe's backend, left out of the CPU build (the pure rules judge them: R38).
+GPU_ONLY_BACKEND = ("te_fp8", "cuda_graph")
+CPU_ATTENTION = {"gpt_oss": "flex"}  # GPT-OSS's sinks need Flex (or TE) attention: "Only Flex and TE Attention ..."
 
 
 def _error(exc: BaseException) -> str:
@@ -119,14 +122,16 @@ def _build_rank(request: dict[str, Any], rank: int, config_dir: str) -> dict[str
             for key, value in pipeline.items():
                 setattr(setup.pipeline_config, key, value)
         kwargs: dict[str, Any] = {"distributed_setup": setup}
-        if request.get("backend") is not None:
-            kwargs["backend"] = BackendConfig(**{**request["backend"], **CPU_BACKEND})
-        if request.get("peft") is not None:
-            from nemo_automodel.components._peft.lora import PeftConfig
-
-            kwargs["peft_config"] = PeftConfig(**request["peft"])
         standins.RECIPE_ATTN = request.get("attn")
         try:
+            if request.get("backend") is not None:
+                attn = CPU_ATTENTION.get(request["config"].get("model_type"), CPU_BACKEND["attn"])
+                recipe = {k: v for k, v in request["backend"].items() if k not in GPU_ONLY_BACKEND}
+                kwargs["backend"] = BackendConfig(**{**recipe, **CPU_BACKEND, "attn": attn})
+            if request.get("peft") is not None:
+                from nemo_automodel.components._peft.lora import PeftConfig
+
+                kwargs["peft_config"] = PeftConfig(**request["peft"])
             config = AutoConfig.from_pretrained(config_dir)
             built = NeMoAutoModelForCausalLM.from_config(config, **kwargs)
         except Exception as exc:  # AutoModel's verdict on the model build

@@ -76,6 +76,9 @@ STAND_INS = (
             "the same function, as auto_model imported it", _meta_device),
     StandIn("nemo_automodel._transformers.capabilities", "attach_capabilities_and_validate",
             "judges the recipe's attention backend, not the CPU kernels the model was built with", _recipe_attention),
+    StandIn("nemo_automodel.components.moe.parallelizer", "apply_cp",
+            "hands the CP group to Transformer Engine's attention modules (TE needs a GPU; no parameter changes)",
+            _nothing),
     StandIn("nemo_automodel.components.distributed.pipelining.functional", "_warmup_pipeline_stage_neighbors",
             "sends a cuda tensor to the neighbour stages and, without a GPU, sleeps 2 s per rank", _nothing),
 )
