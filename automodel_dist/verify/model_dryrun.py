@@ -281,3 +281,39 @@ def stage_layers(layout: Layout, spec: ModelSpec, pp_rank: int) -> list[int]:
     """The decoder layers AutoModel's split gives pp rank `pp_rank` (for comparing with what was built)."""
     share = pipeline_split(spec.num_layers, layout.pp, layout.vpp if layout.pp > 1 else 1, layout.pp_schedule)
     return [i for start, end in share[pp_rank].layer_spans for i in range(start, end)]
+
+
+def layer_ranges(layers: Sequence[int]) -> str:
+    """[0, 1, 2, 5, 6] -> '0-2, 5-6'."""
+    spans: list[list[int]] = []
+    for index in layers:
+        if spans and index == spans[-1][1] + 1:
+            spans[-1][1] = index
+        else:
+            spans.append([index, index])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans) or "-"
+
+
+def render_model_report(report: ModelReport, fmt: str = "text") -> str:
+    """Text: one line per rank built (bytes as allocated, GiB), then the findings as validate prints them."""
+    from automodel_dist.findings import Report
+    from automodel_dist.report import render_report
+
+    if fmt == "json":
+        return json.dumps(report.to_json(), indent=2) + "\n"
+    gib = float(1 << 30)
+    lines = [f"model-level dry-run: {report.model} on {report.world_size} ranks (AutoModel's own build on the meta "
+             "device, torch fake process group; bytes as FSDP2 allocates them)",
+             f"{'rank':>5} {'stage':>5}  {'class':<24} {'layers':<14} {'also':<26} {'params':>9} {'grads':>9} "
+             f"{'optimizer':>9}  sharded tp/ep"]
+    for rank in report.ranks:
+        if not rank.ok:
+            lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  failed: {rank.error.splitlines()[0]}")
+            continue
+        sharded = f"{rank.plans.get('tp_sharded', 0)}/{rank.plans.get('ep_sharded', 0)}"
+        sizes = " ".join(f"{value / gib:>8.3f}G" for value in (rank.param_bytes, rank.grad_bytes,
+                                                                  rank.optimizer_bytes))
+        lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  {rank.model_class:<24} {layer_ranges(rank.layers):<14} "
+                     f"{','.join(rank.outer) or '-':<26} {sizes}  {sharded}")
+    findings = render_report(Report(findings=report.findings, source=report.source), fmt="text")
+    return "\n".join(lines) + "\n" + findings
