@@ -58,7 +58,8 @@ ORACLE_MISSING = ("dry-run --model needs AutoModel itself: pip install 'automode
 
 @dataclass
 class RankModel:
-    """What one rank holds after AutoModel's build (bytes as allocated: FSDP2's padded shards)."""
+    """What one rank holds after AutoModel's build: bytes as allocated (FSDP2's padded shards), as the local
+    tensors hold them (unpadded), and as an even split of every parameter would (`even`, what a formula gives)."""
 
     rank: int
     pp_rank: int
@@ -66,6 +67,7 @@ class RankModel:
     model_class: str = ""
     param_bytes: int = 0
     param_bytes_unpadded: int = 0
+    param_bytes_even: float = 0.0
     grad_bytes: int = 0
     optimizer_bytes: int = 0
     layers: list[int] = field(default_factory=list)
@@ -190,7 +192,7 @@ def read_answer(answer: Mapping[str, Any], layout: Layout) -> tuple[list[RankMod
         params = built["params"]
         trainable = params["trainable_padded"]
         ranks.append(RankModel(rank, rank // per_stage, True, built["class"], params["padded"], params["unpadded"],
-                               trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
+                               params["even"], trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
                                built["stages"], built["plans"], seconds=seconds))
         findings += plan_findings(built["plans"], rank, seen)
     return ranks, findings

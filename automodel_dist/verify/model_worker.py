@@ -51,6 +51,7 @@ def _param_bytes(model: Any) -> dict[str, Any]:
             param = fsdp_param.sharded_param
             padded[id(param)] = fsdp_param.padded_sharded_param_size.numel() * param.element_size()
     total = unpadded = trainable = count = 0
+    even = 0.0
     for param in model.parameters():
         local = getattr(param, "_local_tensor", param)
         size = local.numel() * local.element_size()
@@ -58,9 +59,21 @@ def _param_bytes(model: Any) -> dict[str, Any]:
         total += allocated
         unpadded += size
         count += param.numel()
+        even += param.numel() * local.element_size() / _shards(param)
         if param.requires_grad:
             trainable += allocated
-    return {"padded": total, "unpadded": unpadded, "trainable_padded": trainable, "numel_global": count}
+    return {"padded": total, "unpadded": unpadded, "trainable_padded": trainable, "numel_global": count,
+            "even": even}
+
+
+def _shards(param: Any) -> int:
+    """How many ways a parameter is split (the mesh sizes of its Shard placements; 1 if not a DTensor)."""
+    mesh, placements = getattr(param, "device_mesh", None), getattr(param, "placements", ())
+    ways = 1
+    for dim, placement in enumerate(placements):
+        if placement.is_shard() or type(placement).__name__ == "_StridedShard":
+            ways *= mesh.size(dim)
+    return ways
 
 
 def _layers_and_outer(model: Any) -> tuple[list[int], list[str]]:
