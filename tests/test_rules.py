@@ -321,8 +321,31 @@ def test_recipe_rule_fires_and_neighbour_passes(rule: str, bad: dict[str, Any], 
     assert [r for r, s in clean if s == ERROR] == []
 
 
+# Rules the model-level dry-run files from what AutoModel's build says (verify/model_dryrun.py): an error
+# no other rule predicts, and a TP/EP plan that sharded nothing; each with the answer that leaves it quiet.
+MODEL_CASES = [
+    ("am-model-build", "AssertionError: Only Flex and TE Attention are supported for GPT-OSS",
+     "ValueError: non_pp_size=8 must be a multiple of ep_size=3"),
+    ("model-plan-unmatched", {"tp_size": 2, "tp_sharded": 0}, {"tp_size": 2, "tp_sharded": 113}),
+    ("model-plan-unmatched", {"ep_size": 8, "ep_sharded": 0}, {"ep_size": 8, "ep_sharded": 96}),
+]
+
+
+@pytest.mark.parametrize(("rule", "bad", "good"), MODEL_CASES, ids=[c[0] for c in MODEL_CASES])
+def test_model_build_rule_fires_and_neighbour_passes(rule: str, bad: Any, good: Any) -> None:
+    from automodel_dist.verify.model_dryrun import error_finding, plan_findings
+
+    def judge(answer: Any) -> list[str]:
+        if isinstance(answer, str):
+            return [error_finding(answer, 0, "model").rule]
+        return [f.rule for f in plan_findings(answer, 0, set())]
+
+    assert rule in judge(bad)
+    assert rule not in judge(good)
+
+
 def test_every_rule_has_a_case() -> None:
-    covered = {c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES}
+    covered = {c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES} | {c[0] for c in MODEL_CASES}
     assert set(RULES) - covered == set()
 
 
