@@ -409,25 +409,28 @@ def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding])
 
 
 def _check_model_path(model: Mapping[str, Any], out: list[Finding]) -> None:
-    """`pretrained_model_name_or_path` (or under `config:` for from_config) as AutoConfig.from_pretrained reads
-    it: a hub id or a model folder. A config.json file is not a model (from_pretrained needs the weights and
-    tokenizer beside it); a relative path is resolved against the job's working directory, not the recipe's."""
+    """`pretrained_model_name_or_path` (or under `config:` for from_config) as transformers reads it: a hub id
+    or a model folder. from_pretrained loads weights and tokenizer from beside the config, so a config.json
+    file will not do there (AutoConfig alone accepts one); a relative path is resolved against the job's
+    working directory, not the recipe's, and one that is not found there reads as a malformed hub id."""
     for path, value in (("model.pretrained_model_name_or_path", model.get("pretrained_model_name_or_path")),
                         ("model.config.pretrained_model_name_or_path",
                          as_mapping(model.get("config")).get("pretrained_model_name_or_path"))):
         if not isinstance(value, str) or not value.strip():
             continue
         local = Path(value).expanduser()
-        if value.endswith(".json") or local.is_file():
+        weights = path == "model.pretrained_model_name_or_path"
+        if weights and (value.endswith(".json") or local.is_file()):
             out.append(r.MODEL_PATH.finding(
-                f"{value!r} names a file; AutoModel loads a model from its folder (config.json, weights, "
-                "tokenizer) or a hub id", path=path, hint=f"point it at the folder: {local.parent}",
-                automodel_message=f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{value}'."))
+                f"{value!r} names a file; from_pretrained loads the model (config.json, weights, tokenizer) "
+                "from its folder or a hub id", path=path, hint=f"point it at the folder: {local.parent}"))
         elif value.startswith(("./", "../")) or (not local.is_absolute() and local.exists()):
             out.append(r.MODEL_PATH.finding(
-                f"{value!r} is a relative path: AutoModel resolves it against the directory the job starts in, "
+                f"{value!r} is a relative path: transformers resolves it against the directory the job starts in, "
                 "not the recipe's folder", path=path, severity=WARNING,
-                hint=f"write the absolute path{f' ({local.resolve()})' if local.exists() else ''}"))
+                hint=f"write the absolute path{f' ({local.resolve()})' if local.exists() else ''}",
+                automodel_message=f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{value}'. "
+                                  "Use `repo_type` argument if needed."))
 
 
 def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:

@@ -263,8 +263,8 @@ KD_MESHES = register(
     automodel=("R42",))
 MODEL_PATH = register(
     "am-model-path", ERROR, "model.pretrained_model_name_or_path",
-    "the model must be a hub id or a model folder AutoConfig.from_pretrained reads (not a file; a relative path "
-    "is read from where the job runs, a warning)")
+    "the model must be a hub id or a model folder from_pretrained reads (not a config.json file); a relative path "
+    "is read from where the job runs (a warning)")
 DIST_ENV_TIMEOUT = register(
     "dist-env-timeout", WARNING, "dist_env.timeout_minutes",
     "multi-node runs need dist_env.timeout_minutes well above AutoModel's 1-minute default")
