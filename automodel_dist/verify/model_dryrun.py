@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,8 +116,10 @@ class ModelWorker:
     def __init__(self) -> None:
         require_oracle()
         root = Path(__file__).resolve().parents[2]
+        # AutoModel's chatter; its tail explains a dead worker (closed in close())
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "automodel_dist.verify.model_worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, cwd=root)
         ready = self._read()
         self.import_s = float(ready.get("import_s", 0.0))
@@ -125,7 +128,9 @@ class ModelWorker:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the AutoModel worker died (exit {self.proc.poll()})")
+            self.log.seek(0)
+            tail = "\n".join(self.log.read().splitlines()[-5:])
+            raise RuntimeError(f"the AutoModel worker died (exit {self.proc.wait(timeout=60)}):\n{tail}")
         return json.loads(line)
 
     def build(self, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +143,7 @@ class ModelWorker:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        self.log.close()
 
     def __enter__(self) -> ModelWorker:
         return self
