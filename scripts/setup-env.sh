@@ -14,7 +14,10 @@ PIP=".venv/bin/pip"
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
   $PIP install --quiet --disable-pip-version-check torch==2.13.0
 fi
-$PIP install --quiet --disable-pip-version-check -e ".[dryrun,test,oracle]" -c <(echo "torch==2.13.0")
+$PIP install --quiet --disable-pip-version-check -e ".[dryrun,test]"
+if ! .venv/bin/python -c 'import nemo_automodel, transformers' 2>/dev/null; then  # once: it would re-pull triton
+  $PIP install --quiet --disable-pip-version-check -e ".[dryrun,test,oracle]" -c <(echo "torch==2.13.0")
+fi
 if .venv/bin/python -c 'import triton' 2>/dev/null; then
   $PIP uninstall --quiet --disable-pip-version-check -y triton
 fi
