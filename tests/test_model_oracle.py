@@ -157,3 +157,35 @@ def test_random_intents_compile_validate_and_build(worker: ModelWorker, batch: i
         cluster = result.problem.cluster
         _check_built(result.recipe, cluster.world_size, cluster.gpus_per_node, worker,
                      f"{json.dumps(intent)} -> {result.layout.short()}")
+
+
+STRATEGY_CASES = {  # name -> (model, distributed section, extra recipe sections)
+    "ddp": ("llama-3.2-1b", {"strategy": "ddp"}, {}),
+    "hsdp": ("qwen3-8b", {"strategy": "fsdp2", "dp_replicate_size": 2}, {}),
+    "cp-dense": ("llama-3.1-8b", {"strategy": "fsdp2", "cp_size": 2}, {}),
+    "cp-moe": ("qwen3-30b-a3b", {"strategy": "fsdp2", "cp_size": 2, "ep_size": 4}, {}),
+    "peft": ("llama-3.1-8b", {"strategy": "fsdp2", "tp_size": 2},
+             {"peft": {"_target_": "nemo_automodel.components._peft.lora.PeftConfig", "match_all_linear": True,
+                       "dim": 16, "alpha": 32}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGY_CASES))
+def test_strategies_build_under_automodel(worker: ModelWorker, name: str) -> None:
+    model, distributed, extra = STRATEGY_CASES[name]
+    recipe = {"model": {"pretrained_model_name_or_path": model}, "distributed": distributed,
+              "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}, **extra}
+    _check_built(recipe, 8, 8, worker, name)
+    built = build_model_dry_run(recipe, world_size=8, worker=worker)
+    [rank] = built.ranks
+    if name == "peft":  # LoRA: the frozen base has no gradients; only the adapters train
+        assert 0 < rank.grad_bytes < rank.param_bytes / 100
+    if name == "ddp":  # replicated: every rank holds the whole model
+        assert rank.param_bytes == rank.param_bytes_even
+
+
+def test_megatron_fsdp_is_not_built_and_says_so(worker: ModelWorker) -> None:
+    recipe = {"model": {"pretrained_model_name_or_path": "llama-3.2-1b"}, "distributed": {"strategy": "megatron_fsdp"},
+              "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
+    built = build_model_dry_run(recipe, world_size=8, worker=worker)
+    assert built.ok and not built.ranks and [f.rule for f in built.notes] == ["skipped"]

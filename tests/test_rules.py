@@ -326,8 +326,9 @@ def test_recipe_rule_fires_and_neighbour_passes(rule: str, bad: dict[str, Any], 
 MODEL_CASES = [
     ("am-model-build", "AssertionError: Only Flex and TE Attention are supported for GPT-OSS",
      "ValueError: non_pp_size=8 must be a multiple of ep_size=3"),
-    ("model-plan-unmatched", {"tp_size": 2, "tp_sharded": 0}, {"tp_size": 2, "tp_sharded": 113}),
-    ("model-plan-unmatched", {"ep_size": 8, "ep_sharded": 0}, {"ep_size": 8, "ep_sharded": 96}),
+    ("model-plan-unmatched", [{"tp_size": 2, "tp_sharded": 0}], [{"tp_size": 2, "tp_sharded": 113}]),
+    ("model-plan-unmatched", [{"ep_size": 8, "ep_sharded": 0}] * 2,  # a stage of dense layers, then experts
+     [{"ep_size": 8, "ep_sharded": 0}, {"ep_size": 8, "ep_sharded": 96}]),
 ]
 
 
@@ -338,7 +339,7 @@ def test_model_build_rule_fires_and_neighbour_passes(rule: str, bad: Any, good: 
     def judge(answer: Any) -> list[str]:
         if isinstance(answer, str):
             return [error_finding(answer, 0, "model").rule]
-        return [f.rule for f in plan_findings(answer, 0, set())]
+        return [f.rule for f in plan_findings(answer)]
 
     assert rule in judge(bad)
     assert rule not in judge(good)

@@ -200,7 +200,7 @@ def read_answer(answer: Mapping[str, Any], layout: Layout) -> tuple[list[RankMod
         ranks.append(RankModel(rank, rank // per_stage, True, built["class"], params["padded"], params["unpadded"],
                                params["even"], trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
                                built["stages"], built["plans"], seconds=seconds))
-        findings += plan_findings(built["plans"], rank, seen)
+    findings += plan_findings([rank.plans for rank in ranks if rank.ok])
     return ranks, findings
 
 
@@ -214,16 +214,15 @@ def error_finding(error: str, rank: int, stage: str) -> Finding:
                         f"{what}", hint=rule.summary, automodel_message=error, severity="error")
 
 
-def plan_findings(plans: Mapping[str, int], rank: int, seen: set[str]) -> list[Finding]:
-    """A TP or EP size whose plan sharded no parameter matched no module of the real model."""
+def plan_findings(plans: Sequence[Mapping[str, int]]) -> list[Finding]:
+    """A TP or EP size whose plan sharded no parameter on any rank built matched no module of the real model
+    (one stage may hold no experts: DeepSeek's first layers are dense)."""
     out = []
     for axis in ("tp", "ep"):
-        size, sharded = plans.get(f"{axis}_size", 1), plans.get(f"{axis}_sharded", 0)
-        key = f"plan-{axis}"
-        if size > 1 and sharded == 0 and key not in seen:
-            seen.add(key)
+        size = max((plan.get(f"{axis}_size", 1) for plan in plans), default=1)
+        if size > 1 and not any(plan.get(f"{axis}_sharded", 0) for plan in plans):
             out.append(r.MODEL_PLAN.finding(
-                f"{axis}_size={size}, but on rank {rank} no parameter is sharded over {axis}: the "
+                f"{axis}_size={size}, but no parameter of the ranks built is sharded over {axis}: the "
                 f"{'tensor' if axis == 'tp' else 'expert'}-parallel plan matched no module of the model",
                 path=f"distributed.{axis}_size", hint=f"set {axis}_size: 1, or give a plan that names the model's "
                 "modules (distributed.tp_plan)"))
@@ -242,6 +241,12 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
         layout = layout_from_config(config, world_size=world_size, model=spec)
     except RecipeValueError as exc:
         raise exc.located(doc) from None
+    if layout.strategy == "megatron_fsdp":  # its flat buffers are GPU tensors from the start (no stand-in yet)
+        return ModelReport(world_size=world_size, source=doc.filename, model=spec.name, findings=locate_all(doc, [
+            r.SKIPPED.finding("MegatronFSDP allocates its parameter and gradient buffers on the GPU while wrapping "
+                              "the model, which the model-level dry-run cannot stand in for yet: not built",
+                              path="distributed.strategy", hint="the mesh-level dry-run (without --model) still "
+                              "checks this recipe's meshes")]))
     chosen = _ranks(layout, ranks, all_ranks)
     seq = int(as_mapping(config.get("packed_sequence")).get("packed_sequence_size") or 0)
     request = model_request(config, layout, spec, chosen, seq)

@@ -29,8 +29,8 @@ from typing import Any
 
 # Kernels a CPU can run; the recipe's own attention backend is what AutoModel's start-up checks judge
 # (the stand-in for capabilities.attach_capabilities_and_validate restores it for the check).
-CPU_BACKEND = {"attn": "sdpa", "linear": "torch", "rms_norm": "torch", "rope_fusion": False, "experts": "torch_mm",
-               "dispatcher": "torch"}
+CPU_BACKEND = {"attn": "sdpa", "linear": "torch", "rms_norm": "torch", "rope": "torch", "rope_fusion": False,
+               "experts": "torch_mm", "dispatcher": "torch"}
 # GPU-only options of the recipe's backend, left out of the CPU build (the pure rules judge them: R38).
 GPU_ONLY_BACKEND = ("te_fp8", "cuda_graph")
 CPU_ATTENTION = {"gpt_oss": "flex"}  # GPT-OSS's sinks need Flex (or TE) attention: "Only Flex and TE Attention ..."
@@ -92,11 +92,10 @@ def _layers_and_outer(model: Any) -> tuple[list[int], list[str]]:
     return sorted(layers), sorted(outer)
 
 
-def _plans(model: Any, mesh: Any) -> dict[str, Any]:
-    """Did TP and EP shard real modules? Parameters sharded on the tp / ep mesh axes (0 means the plan
-    matched nothing)."""
+def _plans(parts: list[Any], mesh: Any) -> dict[str, Any]:
+    """Did TP and EP shard real modules? Parameters of this rank's stages sharded on the tp / ep mesh axes."""
     tp = ep = 0
-    for param in model.parameters():
+    for param in (param for part in parts for param in part.parameters()):
         names = getattr(getattr(param, "device_mesh", None), "mesh_dim_names", None) or ()
         names = [str(getattr(n, "value", n)) for n in names]
         tp += "tp" in names
@@ -156,7 +155,7 @@ def _build_rank(request: dict[str, Any], rank: int, config_dir: str) -> dict[str
                 "params": {key: sum(p[key] for p in params) for key in params[0]},
                 "layers": sorted({i for part in layers for i in part}),
                 "outer": sorted({name for part in outer for name in part}),
-                "stages": len(parts), "plans": _plans(parts[0], setup.mesh_context)}
+                "stages": len(parts), "plans": _plans(parts, setup.mesh_context)}
     finally:
         dist.destroy_process_group()
 
