@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from automodel_dist.errors import AutomodelDistError, InputError
+from automodel_dist.output import Output, output_path, write_outputs
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -41,33 +42,28 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
                          hint="drop --format json")
-    if args.launcher and not args.output:
+    if args.launcher and args.output is None:
         raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
                          hint="add -o run/recipe.yaml")
     kwargs = {}
-    if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
+    out = None if args.output is None else output_path(args.output)
+    if out is not None:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
         from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 
         schema = SCHEMAS_DIR / RECIPE_SCHEMA
-        kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
+        kwargs["schema_ref"] = Path(os.path.relpath(schema, out.resolve().parent)).as_posix()
     result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
-    if not args.output:
+    if out is None:
         sys.stdout.write(text)
         return 0
-    out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
-            from automodel_dist.launch import write_launch_files
+    if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
+        from automodel_dist.launch import write_launch_files
 
-            written = [str(out), *write_launch_files(result, out, args.launcher)]
-        else:
-            out.write_text(text, encoding="utf-8")
-            written = [str(out)]
-    except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
-        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
-                         hint="pass -o the path of a file in a folder you can write to") from None
+        written = [str(out), *write_launch_files(result, out, args.launcher, inputs=result.inputs, force=args.force)]
+    else:
+        write_outputs([Output(out, text)], inputs=result.inputs, force=args.force)
+        written = [str(out)]
     print("wrote " + ", ".join(written), file=sys.stderr)
     return 0
 
@@ -128,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("yaml", "json"), default="yaml")
     p.add_argument("--launcher", choices=("slurm", "skypilot"),
                    help="also write what launches it (slurm: launch.sbatch beside the recipe)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("explain", help="show the chosen layout, the runners-up and what was pruned")

@@ -16,7 +16,9 @@ from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
 
+# A compiled recipe starts with the compiler's header (the output writer overwrites files that have it).
 BASE_RECIPE = """\
+# AutoModel recipe compiled by automodel-dist: a stand-in for the compiler's header
 recipe: TrainFinetuneRecipeForNextTokenPrediction  # the base recipe's own comment
 step_scheduler:
   global_batch_size: 64
