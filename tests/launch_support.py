@@ -35,7 +35,8 @@ TORCHRUN_SBATCH = """\
 #SBATCH --gpus-per-node=8
 srun bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app recipe.yaml'
 """
-USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
+LAUNCH_LINE = "srun bash -c 'torchrun --nproc_per_node=8 -m nemo_automodel.cli.app recipe.yaml'\n"
+USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\n" + LAUNCH_LINE
 
 
 @dataclass
