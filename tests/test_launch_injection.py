@@ -146,22 +146,28 @@ def check_script(text: str, settings_values: dict[str, Any]) -> None:
 
 def _judge(field: str, value: str, folder: Path) -> None:
     launcher = _launcher(field, value)
+    hostile = re.search(r"[^A-Za-z0-9._/-]", value) is not None  # anything a shell or #SBATCH line could read
     TALLY["tried"] += 1
+    TALLY["hostile tried"] += hostile
     try:
         intent = load_intent({**BASE, "launcher": launcher})
     except InputError as exc:
         TALLY["rejected"] += 1
+        TALLY["hostile rejected"] += hostile
         assert exc.exit_code == 2
         assert _dotted(field) in str(exc), str(exc)
         with pytest.raises(InputError):  # the launch code's own check, from the same schema, agrees
             check_launcher_values(launcher)
         return
     TALLY["accepted"] += 1
-    if re.search(r"[^A-Za-z0-9._/-]", value):
-        TALLY["accepted with shell metacharacters"] += 1
-    if field == "region":  # SkyPilot only: a YAML value, checked below in the skypilot test
-        return
+    TALLY["hostile accepted, run quoted"] += hostile
     result = dataclasses.replace(_base_result(), intent=intent)
+    if field == "region":  # SkyPilot only: a value of the recipe's skypilot: section
+        sky = load_intent({**BASE, "launcher": {**launcher, "cloud": "aws"}})
+        recipe = folder / "sky" / "recipe.yaml"
+        write_launch_files(dataclasses.replace(result, intent=sky), recipe, "skypilot")
+        assert load_document(recipe).plain()["skypilot"]["region"] == value
+        return
     text, env = run_launch(result, folder)
     check_script(text, launcher)
     torchrun_env = dict(item.split("=", 1) for item in _records(env, "torchrun.env"))
@@ -197,7 +203,7 @@ def test_hostile_launcher_values_are_refused_or_quoted() -> None:
     _fuzz_launcher_value()
     print(f"\nlauncher fuzz: {dict(TALLY)}")
     # The fuzz exercised both ways out, including accepted values the shell would have read as code.
-    assert TALLY["rejected"] > 50 and TALLY["accepted"] > 50 and TALLY["accepted with shell metacharacters"] > 10
+    assert TALLY["rejected"] > 50 and TALLY["accepted"] > 50 and TALLY["hostile accepted, run quoted"] > 10
     assert not os.path.exists(CANARY)
 
 

@@ -176,7 +176,8 @@ def _start_up_findings(sbatch_text: str, code: str, multi_node: bool) -> tuple[l
                 f"the launch script is not valid shell (bash -n): {syntax.message}; the job would fail as it "
                 "starts, after waiting in the queue", hint="fix the script at that line (an unclosed quote, "
                                                           "if/fi, do/done or brace?)"), syntax.line or 1))
-    if not _launches_torchrun(code):
+    # A script that maps Slurm's task ids to RANK itself (srun, one task per GPU) needs no torchrun.
+    if not _launches_torchrun(code) and "SLURM_PROCID" not in code:
         runs_cli = _AUTOMODEL_CLI.search(code) is not None
         if multi_node or not runs_cli:
             if runs_cli:
