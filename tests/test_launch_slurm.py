@@ -223,7 +223,7 @@ def test_nccl_user_buffers_and_cuda_graphs_change_the_allocator_settings(tmp_pat
 
 def test_run_directory_with_spaces_is_refused(tmp_path: Path) -> None:
     result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2))
-    with pytest.raises(InputError, match="cannot be written into #SBATCH lines"):
+    with pytest.raises(InputError, match="cannot be written into #SBATCH"):
         write_launch_files(result, tmp_path / "my run" / "recipe.yaml", "slurm")
 
 
@@ -262,7 +262,15 @@ def test_cli_refuses_launcher_without_output_before_compiling(tmp_path: Path,
 def test_a_run_directory_sbatch_lines_cannot_carry_is_refused(tmp_path: Path, folder: str) -> None:
     result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED)
     recipe = tmp_path / folder / "recipe.yaml"
-    with pytest.raises(InputError, match="cannot be written into #SBATCH lines") as caught:
+    with pytest.raises(InputError, match="cannot be written into #SBATCH") as caught:
         write_launch_files(result, recipe, "slurm")
-    assert caught.value.where.endswith(one_line(folder)) and caught.value.hint
+    assert caught.value.where.endswith(one_line(f"{folder}/recipe.yaml")) and caught.value.hint
     assert not recipe.parent.exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("name", ["recipe\n.yaml", "re'cipe.yaml", "my recipe.yaml"])
+def test_a_recipe_file_name_the_script_cannot_carry_is_refused(tmp_path: Path, name: str) -> None:
+    result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED)
+    with pytest.raises(InputError, match="cannot be written into #SBATCH"):
+        write_launch_files(result, tmp_path / "run" / name, "slurm")
+    assert not (tmp_path / "run").exists()

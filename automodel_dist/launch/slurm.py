@@ -65,15 +65,16 @@ def _mounts(settings: LauncherSettings, run_dir: Path, cache_dir: str) -> str:
     return ",".join(mounts)
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """The log paths in #SBATCH --output/--error lie in the run directory, and those lines cannot quote; the
-    container mounts list it between ':' and ','. So it takes the form the intent schema gives cache_dir."""
+def _check_recipe_path(recipe_path: Path) -> None:
+    """The log paths in #SBATCH --output/--error lie in the recipe's folder, and those lines cannot quote; the
+    container mounts list the folder between ':' and ','; the script names the recipe. So the recipe's path
+    takes the form the intent schema gives cache_dir (no newline, quote, space, '%', ':' or ',')."""
     schema = load_schema(INTENT_SCHEMA)["properties"]["launcher"]["properties"]["cache_dir"]
-    text = str(run_dir)
+    text = str(recipe_path)
     if not matches_pattern(schema["pattern"], text):
-        raise InputError(f"the run directory (the recipe's folder) cannot be written into #SBATCH lines and "
-                         f"container mounts: it must be {schema['x-format']}", where=one_line(text),
-                         hint="write the recipe (-o) to a folder whose path has no spaces, quotes, '%', ':' or ','")
+        raise InputError(f"the recipe's path (and the run directory it names) cannot be written into #SBATCH "
+                         f"lines and container mounts: it must be {schema['x-format']}", where=one_line(text),
+                         hint="write the recipe (-o) to a path that has no spaces, quotes, '%', ':' or ','")
 
 
 def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, recipe_path: Path,
@@ -82,7 +83,7 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
     cluster = problem.cluster
     nodes, gpus = cluster.nodes, cluster.gpus_per_node
     run_dir = recipe_path.parent
-    _check_run_dir(run_dir)
+    _check_recipe_path(recipe_path)
     cache_dir = settings.cache_dir or str(run_dir / "cache")
     logs = run_dir / "logs"
     # Comments carry user text escaped onto one line; #SBATCH values passed the intent schema's patterns
