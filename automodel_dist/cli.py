@@ -15,6 +15,7 @@ from pathlib import Path
 
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
+from automodel_dist.textsafe import printable
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -30,6 +31,11 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _print(text: str) -> None:
+    """A report or recipe to stdout, with any control character user text carried escaped (textsafe)."""
+    sys.stdout.write(printable(text))
 
 
 _positive_int = _int_at_least(1, "a positive integer")
@@ -55,7 +61,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if out is None:
-        sys.stdout.write(text)
+        _print(text)
         return 0
     if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
         from automodel_dist.launch import write_launch_files
@@ -64,7 +70,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     else:
         write_outputs([Output(out, text)], inputs=result.inputs, force=args.force)
         written = [str(out)]
-    print("wrote " + ", ".join(written), file=sys.stderr)
+    print(printable("wrote " + ", ".join(written)), file=sys.stderr)
     return 0
 
 
@@ -73,7 +79,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.explain import render_explain
 
     result = compile_intent(args.intent, args.overrides)
-    sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
+    _print(render_explain(result, top=args.top, fmt=args.format))
     return 0
 
 
@@ -84,7 +90,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
                              gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
                              sbatch=Path(args.sbatch) if args.sbatch else None)
-    sys.stdout.write(render_report(report, fmt=args.format))
+    _print(render_report(report, fmt=args.format))
     return 0 if report.ok else 1
 
 
@@ -170,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except AutomodelDistError as exc:
-        print(f"automodel-dist {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"automodel-dist {args.command}: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -24,6 +24,12 @@ def one_line(text: str) -> str:
     return UNSAFE_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def printable(text: str) -> str:
+    """Text for a terminal or a file: its own newlines and tabs kept, every other unsafe character escaped
+    (an ESC from a model name would otherwise drive the reader's terminal)."""
+    return _FILE_UNSAFE.sub(lambda m: one_line(m.group()), text)
+
+
 def first_unsafe(text: str, *, in_file: bool = False) -> tuple[int, str] | None:
     """(offset, escaped character) of the first unsafe character, None if there is none.
 

@@ -312,3 +312,13 @@ def test_a_model_folder_with_a_newline_in_its_name(tmp_path: Path, capsys: pytes
     check_script(text, {})
     assert "# Launch llama\\ntouch canary (sft)" in text
     assert "automodel-llama-touch" in text  # the job name keeps only the characters Slurm accepts
+
+
+@pytest.mark.parametrize("command", ["compile", "explain"])
+def test_terminal_escapes_in_a_model_name_are_printed_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              command: str) -> None:
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(INTENT.format(model='{preset: llama-3.1-8b, name: "a\\e]0;pwned\\ab"}', launcher="{}"))
+    assert main([command, str(intent)]) == 0
+    out = capsys.readouterr().out
+    assert "a\\x1b]0;pwned\\x07b" in out and "\x1b" not in out and "\x07" not in out
