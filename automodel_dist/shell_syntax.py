@@ -1,6 +1,8 @@
 """`bash -n` on a launch script's text: the shell's own parser, so a syntax error is found before sbatch runs it.
 
-The one place the rules start a process: bash reads the script without running any of it (`-n`), from
+Run by the callers that read or write a script (`validate`, the launch writer), which hand the result to the
+launch rules: the rules stay pure, this module starts the process. bash reads the script without running
+any of it (`-n`), from
 stdin (named /dev/stdin, so its errors carry line numbers), with no startup files and a bare environment
 (no BASH_ENV to source). Where bash is missing, or does not answer in time, the check says it was not
 made rather than guessing.
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 
 TIMEOUT_S = 10
 _LINE = re.compile(r"line (\d+): (.*)")
+# `#!/bin/bash`, `#!/usr/bin/env bash`, `#!/bin/sh`: scripts bash -n can judge.
+_SHELL_SHEBANG = re.compile(r"#!\s*(?:\S*/)?(?:env\s+)?(?:bash|sh)(?:\s|$)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,11 @@ class SyntaxResult:
     @property
     def ok(self) -> bool:
         return self.checked and self.line is None and not self.message
+
+
+def script_syntax(text: str) -> SyntaxResult | None:
+    """`bash_syntax` of a script whose #! line names bash or sh; None for any other script (nothing to judge)."""
+    return bash_syntax(text) if _SHELL_SHEBANG.match(text) else None
 
 
 def bash_syntax(text: str) -> SyntaxResult:

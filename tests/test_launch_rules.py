@@ -19,6 +19,7 @@ from automodel_dist.rules.launch import (
     names_sigusr1,
     sbatch_env,
 )
+from automodel_dist.shell_syntax import script_syntax
 
 SRUN_NATIVE_SBATCH = """\
 #!/bin/bash
@@ -35,8 +36,9 @@ def _rules(findings: list[Finding]) -> dict[str, Finding]:
 
 def _check(recipe: dict[str, Any] | None = None, *, nodes: int = 2, sbatch: str | None = None,
            **kwargs: Any) -> dict[str, Finding]:
+    syntax = script_syntax(sbatch) if sbatch is not None else None  # what validate hands the rules
     return _rules(check_launch(recipe if recipe is not None else GOOD_RECIPE, world_size=8 * nodes,
-                               gpus_per_node=8, sbatch_text=sbatch, **kwargs))
+                               gpus_per_node=8, sbatch_text=sbatch, sbatch_syntax=syntax, **kwargs))
 
 
 # --- several torchrun launchers per node -------------------------------------------------------------

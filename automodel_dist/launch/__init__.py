@@ -22,6 +22,7 @@ from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_se
 from automodel_dist.launch.slurm import render_sbatch, slurm_recipe_settings
 from automodel_dist.output import Output, write_outputs
 from automodel_dist.rules.launch import check_launch
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.yamlio import dump_yaml, load_document
 
 LAUNCHERS = ("slurm", "skypilot")
@@ -54,7 +55,8 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str, *,
     cluster = problem.cluster
     findings = check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
                             sbatch_text=sbatch_text, sbatch_file=SBATCH_NAME, layout=layout,
-                            nvlink_domain=cluster.nvlink_domain)
+                            nvlink_domain=cluster.nvlink_domain,
+                            sbatch_syntax=script_syntax(sbatch_text) if sbatch_text is not None else None)
     report = Report(findings=findings, source=str(recipe_path))
     if not report.ok:
         raise ValidationFailed("the launch files would break their own launch rules: "

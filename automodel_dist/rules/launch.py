@@ -22,7 +22,7 @@ from automodel_dist.dispatcher import ep_group_in_domain
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules import registry as r
-from automodel_dist.shell_syntax import bash_syntax
+from automodel_dist.shell_syntax import SyntaxResult
 from automodel_dist.yamlio import lookup
 
 # Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
@@ -39,8 +39,6 @@ _SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
 _EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-# `#!/bin/bash`, `#!/usr/bin/env bash`, `#!/bin/sh`: scripts bash -n can judge.
-_SHELL_SHEBANG = re.compile(r"#!\s*(?:\S*/)?(?:env\s+)?(?:bash|sh)(?:\s|$)")
 # AutoModel's CLI, which starts torchrun itself on the node it runs on (reference/automodel.md §8.1).
 _AUTOMODEL_CLI = re.compile(r"(?:^|[\s;&|('\"])automodel(?:\s|$)|nemo_automodel\.cli\.app", re.M)
 
@@ -151,8 +149,10 @@ def _first_line(code: str, word: str) -> int:
     return 1
 
 
-def _start_up_findings(sbatch_text: str, code: str, multi_node: bool) -> tuple[list[Finding], bool]:
-    """What keeps the job from starting at all: sbatch refusing the script, a shell syntax error, no torchrun.
+def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
+                       syntax: SyntaxResult | None) -> tuple[list[Finding], bool]:
+    """What keeps the job from starting at all: sbatch refusing the script, a shell syntax error (`syntax`,
+    what `shell_syntax.script_syntax` found; None when not judged), no torchrun.
 
     Returns the findings (each with its script line) and whether the other script rules can judge the script
     (not when it is empty).
@@ -166,8 +166,7 @@ def _start_up_findings(sbatch_text: str, code: str, multi_node: bool) -> tuple[l
                  "command"), refusal[1]))
         if refusal[1] == 1 and not sbatch_text.strip(" \t\n\v\f\r"):
             return [replace(f, line=line, col=1) for f, line in found], False
-    if _SHELL_SHEBANG.match(sbatch_text):
-        syntax = bash_syntax(sbatch_text)
+    if syntax is not None:
         if not syntax.checked:
             found.append((r.SKIPPED.finding(f"the launch script's shell syntax was not checked: {syntax.reason}",
                                             path=r.SCRIPT, hint="run `bash -n` on the script yourself"), 1))
@@ -219,14 +218,15 @@ def _sends_usr1(sbatch_text: str) -> bool:
 
 
 def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool,
-                 sbatch_file: str | None = None) -> list[Finding]:
+                 sbatch_file: str | None = None, sbatch_syntax: SyntaxResult | None = None) -> list[Finding]:
     """Rules on the launch script itself (found at the script's line, in `sbatch_file` when named), and on
-    the recipe settings the script relies on."""
+    the recipe settings the script relies on. `sbatch_syntax` is the script's `bash -n` verdict
+    (`shell_syntax.script_syntax`), given by the caller that read the script; None leaves syntax unjudged."""
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
     code = _code(sbatch_text)
-    start_up, judged = _start_up_findings(sbatch_text, code, multi_node)
+    start_up, judged = _start_up_findings(sbatch_text, code, multi_node, sbatch_syntax)
     findings = [at_line(f, f.line or 1) for f in start_up]
     if not judged:
         return findings
@@ -272,11 +272,12 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
 
 def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: int,
                  sbatch_text: str | None = None, sbatch_file: str | None = None, layout: Layout | None = None,
-                 nvlink_domain: int | None = None) -> list[Finding]:
+                 nvlink_domain: int | None = None, sbatch_syntax: SyntaxResult | None = None) -> list[Finding]:
     """Every launch rule on a recipe (and its sbatch script, when given; `sbatch_file` names it in findings).
 
     `layout` is the recipe's parsed Layout, needed for the dispatcher rule; `nvlink_domain` is the
-    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`.
+    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`; `sbatch_syntax` the script's `bash -n`
+    verdict (see check_sbatch).
     """
     findings: list[Finding] = []
     multi_node = world_size > gpus_per_node
@@ -292,5 +293,6 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
         env = sbatch_env(sbatch_text) if sbatch_text is not None else None
         findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
-        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file)
+        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file,
+                                 sbatch_syntax=sbatch_syntax)
     return findings
