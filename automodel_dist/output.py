@@ -62,6 +62,11 @@ def write_outputs(outputs: Sequence[Output], *, inputs: Iterable[str | os.PathLi
     read = [Path(p) for p in inputs]
     # A symlinked target keeps its link: the file it points to is the one replaced.
     outputs = [Output(Path(os.path.realpath(out.path)), out.text) for out in outputs]
+    paths = [out.path for out in outputs]
+    if len(set(paths)) < len(paths):
+        twice = next(p for p in paths if paths.count(p) > 1)
+        raise InputError(f"two outputs of this run would be written to {twice}", where=str(twice),
+                         hint="name the recipe (-o) something other than the launch files beside it (launch.sbatch)")
     for out in outputs:
         _check_text(out)
         _check_target(out.path, read, force)

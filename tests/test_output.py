@@ -281,3 +281,10 @@ def test_a_control_character_never_reaches_a_file(tmp_path: Path, char: str) -> 
         write_outputs([Output(target, f"# {RECIPE_MARKER}\nname: a{char}b\n")])
     assert caught.value.where == f"{target}:2"
     assert not target.exists()
+
+
+def test_the_recipe_and_the_script_cannot_share_a_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "run" / "launch.sbatch"
+    assert main(["compile", str(_intent(tmp_path)), "-o", str(target), "--launcher", "slurm"]) == 2
+    assert "two outputs of this run would be written to" in capsys.readouterr().err
+    assert not target.exists()
