@@ -154,6 +154,7 @@ def _judge(field: str, value: str, folder: Path) -> None:
     except InputError as exc:
         TALLY["rejected"] += 1
         TALLY["hostile rejected"] += hostile
+        TALLY[f"{field}: rejected"] += 1
         assert exc.exit_code == 2
         assert _dotted(field) in str(exc), str(exc)
         with pytest.raises(InputError):  # the launch code's own check, from the same schema, agrees
@@ -161,6 +162,7 @@ def _judge(field: str, value: str, folder: Path) -> None:
         return
     TALLY["accepted"] += 1
     TALLY["hostile accepted, run quoted"] += hostile
+    TALLY[f"{field}: accepted"] += 1
     result = dataclasses.replace(_base_result(), intent=intent)
     if field == "region":  # SkyPilot only: a value of the recipe's skypilot: section
         sky = load_intent({**BASE, "launcher": {**launcher, "cloud": "aws"}})
