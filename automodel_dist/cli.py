@@ -10,10 +10,15 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
+
+if TYPE_CHECKING:
+    from automodel_dist.html_report import ReportData
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -56,20 +61,42 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
-            from automodel_dist.launch import write_launch_files
+    if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
+        from automodel_dist.launch import write_launch_files
 
+        with _writing(out, "-o"):
+            out.parent.mkdir(parents=True, exist_ok=True)
             written = [str(out), *write_launch_files(result, out, args.launcher)]
-        else:
-            out.write_text(text, encoding="utf-8")
-            written = [str(out)]
-    except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
-        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
-                         hint="pass -o the path of a file in a folder you can write to") from None
+    else:
+        write_output(out, text, flag="-o")
+        written = [str(out)]
     print("wrote " + ", ".join(written), file=sys.stderr)
     return 0
+
+
+@contextmanager
+def _writing(out: Path, flag: str) -> Iterator[None]:
+    """An OSError while writing `out` (a folder, a place this user cannot write) is bad input, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
+                         hint=f"pass {flag} the path of a file in a folder you can write to") from None
+
+
+def write_output(out: Path, text: str, *, flag: str) -> None:
+    """Write one output file (the recipe of `compile -o`, the report of `--html`), its folder created."""
+    with _writing(out, flag):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+
+
+def write_html_report(out: str, data: ReportData) -> None:
+    """Render the HTML report and write it (`explain --html`, `dry-run --html`)."""
+    from automodel_dist.html_report import render_page
+
+    write_output(Path(out), render_page(data), flag="--html")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -78,6 +105,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     result = compile_intent(args.intent, args.overrides)
     sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
+    if args.html:
+        from automodel_dist.html_report import from_compile
+
+        write_html_report(args.html, from_compile(result, top=args.top))
     return 0
 
 
@@ -135,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report (ranking, memory per "
+                   "pipeline stage, step time, rank map)")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
@@ -153,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
     p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with the rank map "
+                   "(from an intent, also the ranking, memory per stage and step time)")
+    p.add_argument("--top", type=_positive_int, default=10, help="runner-up layouts in the --html report")
     p.set_defaults(func=_cmd_dry_run)
 
     p = sub.add_parser("schema", help="print a JSON Schema")
