@@ -18,7 +18,8 @@ GROUPS = (
 )
 PART_LABELS = {"parameters": "params", "gradients": "grads", "optimizer": "optimizer", "fsdp_gather": "all-gather",
                "activations": "activations", "logits": "logits", "fragmentation": "fragment.", "runtime": "runtime"}
-WIDTH, HEIGHT = 760.0, 300.0
+HEIGHT = 300.0
+MIN_PLOT, MAX_PLOT, SLOT = 240.0, 640.0, 80.0  # the plot grows with the ranks, up to MAX_PLOT
 LEFT, RIGHT, TOP, BOTTOM = 52.0, 150.0, 14.0, 40.0
 MAX_BAR = 56.0
 MAX_X_LABELS = 16
@@ -47,7 +48,8 @@ def _chart(stages: tuple[StageMemory, ...], hbm: float, headroom: float) -> str:
     peak = max(s.total_gib for s in stages)
     step = svg.nice_step(max(hbm, peak) * 1.05)
     top = math.ceil(max(hbm, peak) * 1.05 / step) * step
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = min(MAX_PLOT, max(MIN_PLOT, len(stages) * SLOT)), HEIGHT - TOP - BOTTOM
+    width = LEFT + plot_w + RIGHT
 
     def y(gib: float) -> float:
         return TOP + plot_h * (1.0 - gib / top)
@@ -77,14 +79,15 @@ def _chart(stages: tuple[StageMemory, ...], hbm: float, headroom: float) -> str:
         if i % label_every == 0:
             label = f"pp{stage.rank}" if len(stages) > 1 else "every rank (no pipeline)"
             body.append(svg.text(x + bar / 2, TOP + plot_h + 16, label, anchor="middle", css_class="tick"))
-    body.append(svg.text(LEFT + plot_w / 2, HEIGHT - 6, "pipeline rank", anchor="middle", css_class="axis-label"))
+    if len(stages) > 1:
+        body.append(svg.text(LEFT + plot_w / 2, HEIGHT - 6, "pipeline rank", anchor="middle", css_class="axis-label"))
     body.append(svg.line(LEFT, y(hbm), LEFT + plot_w, y(hbm), css_class="hbm"))
     body.append(svg.text(LEFT + plot_w + 6, y(hbm) + 4, f"HBM {hbm:g} GiB", css_class="hbm-label"))
     if headroom > 0:
         body.append(svg.line(LEFT, y(limit), LEFT + plot_w, y(limit), css_class="limit"))
         body.append(svg.text(LEFT + plot_w + 6, y(limit) + 14 if hbm - limit < top * 0.06 else y(limit) + 4,
                              f"limit {limit:.1f} GiB ({headroom:.0%} free)", css_class="limit-label"))
-    return svg.svg(WIDTH, HEIGHT, body, label="peak memory per pipeline rank against the HBM")
+    return svg.svg(width, HEIGHT, body, label="peak memory per pipeline rank against the HBM")
 
 
 def _legend() -> str:

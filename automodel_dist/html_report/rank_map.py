@@ -20,7 +20,7 @@ AXIS_NAMES = {"tp": "tensor parallel", "cp": "context parallel", "ep": "expert p
               "ep_shard": "expert FSDP shard", "dp_shard": "FSDP shard", "dp_replicate": "HSDP replica",
               "dp": "data parallel", "pp": "pipeline stage"}
 MAX_NODES, HEAD_NODES, TAIL_NODES = 16, 12, 4
-PANEL_WIDTH, MIN_CELL, GUTTER, HEADER, GAP_ROW = 128.0, 16.0, 30.0, 14.0, 18.0
+PANEL_WIDTH, MIN_CELL, GUTTER, HEADER, GAP_ROW = 96.0, 16.0, 30.0, 14.0, 18.0
 
 
 def drawn_nodes(nodes: int) -> tuple[list[int], int]:
@@ -73,8 +73,10 @@ def _panel(plan: MeshPlan, name: str, mesh: MeshView, nodes: list[int], skipped:
             body.append(svg.rect(GUTTER + gpu * cell, y, cell, cell, PALETTE[colour[rank] % len(PALETTE)],
                                  title=f"rank {rank} (node {node}, GPU {gpu}) · {what}", css_class="cell"))
         y += cell
-    where = "inside a node" if loc.intra_node else (
-        "inside the NVLink domain" if loc.intra_nvlink else f"across up to {loc.max_nodes_spanned} nodes")
+    group = "each pipeline (a rank per stage)" if name == "pp" else "each group"
+    where = f"{group} inside a node" if loc.intra_node else (
+        f"{group} inside the NVLink domain" if loc.intra_nvlink else
+        f"{group} spans up to {loc.max_nodes_spanned} nodes")
     coloured = f"{loc.size} stages of {world // loc.size} ranks" if name == "pp" else (
         f"{loc.num_groups} group{'s' if loc.num_groups != 1 else ''} of {loc.size}")
     caption = (f'<figcaption><b>{svg.esc(name)}</b> = {loc.size} <span class="muted">({AXIS_NAMES[name]})</span>'
