@@ -193,8 +193,9 @@ def test_dry_run_html_of_a_recipe_says_why_only_the_rank_map(tmp_path: Path,
     assert main(["dry-run", str(recipe), "--nodes", "4", "--html", str(out)]) == 0
     dom = Dom(out.read_text(encoding="utf-8"))
     assert dom.section_order[:4] == VIEW_IDS
-    for view in ("ranking", "memory", "step-time"):
-        assert "a recipe alone names no GPU" in dom.sections[view]
+    assert "no alternatives to rank" in dom.sections["ranking"]
+    for view in ("memory", "step-time"):
+        assert "A recipe names no GPU" in dom.sections[view]
     assert dom.tags("figure", **{"class": "panel"})
 
 

@@ -37,7 +37,8 @@ class StageMemory:
 
 @dataclass(frozen=True)
 class MeshView:
-    """The rank groups to draw: the mesh plan of the layout and where its ranks sit."""
+    """The rank groups to draw: the mesh plan of the layout, where its ranks sit, and where the groups come
+    from (empty when there are none: no mesh was built)."""
 
     plan: MeshPlan | None
     world_size: int
@@ -97,7 +98,7 @@ def from_compile(result: CompileResult, top: int, mesh: MeshView | None = None) 
 
 def _mesh_view(report: MeshReport) -> MeshView:
     provenance = (f"the meshes torch {report.torch_version} built under its fake process group (equal to "
-                  "AutoModel's arithmetic)") if report.mesh_shape is not None else "dry-run"
+                  "AutoModel's arithmetic)") if report.built and report.mesh_shape is not None else ""
     return MeshView(plan=report.plan if report.built else None, world_size=report.world_size,
                     gpus_per_node=report.gpus_per_node, nvlink_domain=report.nvlink_domain, provenance=provenance)
 
@@ -114,10 +115,12 @@ def from_dry_run(report: MeshReport, result: CompileResult | None, top: int) -> 
     findings = _finding_texts(report)
     if result is not None:
         return replace(from_compile(result, top, mesh=mesh), findings=findings)
-    missing = ("a recipe alone names no GPU and no alternatives; dry-run the intent it was compiled from, or "
-               "run `automodel-dist explain INTENT --html`")
+    no_gpu = ("A recipe names no GPU, so there is nothing to estimate against: dry-run the intent it was compiled "
+              "from, or run `automodel-dist explain INTENT --html`, for this view.")
+    no_ranking = ("A recipe is one layout, with no alternatives to rank: `automodel-dist explain INTENT --html` ranks "
+                  "the layouts of an intent.")
     label = report.layout.short() if report.layout else "unreadable (see the findings)"
     return ReportData(title=f"{report.source} on {report.world_size} ranks", layout_label=label,
                       lines=(f"dry-run of {report.source} on {report.nodes} node(s) × {report.gpus_per_node} GPUs",),
-                      mesh=mesh, notes={"ranking": missing, "memory": missing, "step-time": missing},
+                      mesh=mesh, notes={"ranking": no_ranking, "memory": no_gpu, "step-time": no_gpu},
                       findings=findings)

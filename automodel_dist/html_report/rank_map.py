@@ -106,7 +106,8 @@ def rank_map_view(mesh: MeshView) -> str:
     nodes = -(-mesh.world_size // mesh.gpus_per_node)
     where = (f"{mesh.world_size} ranks on {nodes} node{'s' if nodes != 1 else ''} of {mesh.gpus_per_node} GPUs "
              f"(node n holds ranks {mesh.gpus_per_node}·n to {mesh.gpus_per_node}·n+{mesh.gpus_per_node - 1}); "
-             f"NVLink domain {mesh.nvlink_domain} GPUs. Groups from {svg.esc(mesh.provenance)}.")
+             f"NVLink domain {mesh.nvlink_domain} GPUs."
+             + (f" Groups from {svg.esc(mesh.provenance)}." if mesh.provenance else ""))
     if plan is None:
         return f"<p>{where}</p><p class=\"note\">The meshes could not be built: see the findings below.</p>"
     if plan.device_mesh is None:
