@@ -14,7 +14,10 @@ if [ -z "$browser" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-.venv/bin/automodel-dist explain "$intent" --top 5 --html "$work/report.html" >/dev/null
+if ! .venv/bin/automodel-dist explain "$intent" --top 5 --html "$work/report.html" >/dev/null 2>"$work/log"; then
+  cat "$work/log" >&2
+  exit 1
+fi
 mkdir -p "$(dirname "$out")"
 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
   --disable-component-update --disable-sync --hide-scrollbars --force-device-scale-factor=1 \

@@ -250,5 +250,5 @@ def test_chromium_renders_the_four_views(tmp_path: Path, capsys: pytest.CaptureF
     colours, counts = np.unique(pixels[:, 0] << 16 | pixels[:, 1] << 8 | pixels[:, 2], return_counts=True)
     assert len(colours) > 50  # text, charts, the header: not a blank page
     assert counts.max() < 0.8 * len(pixels)  # no single colour (a background) covers the page
-    # the chart colours are there: the memory bars' parameters blue and the HBM line's red
-    assert {0x4C78A8, 0xC0392B} <= set(colours.tolist())
+    # filled areas in their exact colours: the header, the winner's row, the memory bars' parameters blue
+    assert {0x1D2430, 0xFFF8E1, 0x4C78A8} <= set(colours.tolist())
