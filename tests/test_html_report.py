@@ -19,6 +19,8 @@ from automodel_dist.compiler import CompileResult, compile_intent
 from automodel_dist.html_report import VIEWS, from_compile, render_page
 from automodel_dist.html_report.rank_map import HEAD_NODES, TAIL_NODES
 from automodel_dist.html_report.ranking import seconds
+from automodel_dist.html_report.svg import nice_step
+from automodel_dist.html_report.svg import text as svg_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "examples/intents/qwen3-30b-a3b-16xh100.yaml"
@@ -252,3 +254,12 @@ def test_chromium_renders_the_four_views(tmp_path: Path, capsys: pytest.CaptureF
     assert counts.max() < 0.8 * len(pixels)  # no single colour (a background) covers the page
     # filled areas in their exact colours: the header, the winner's row, the memory bars' parameters blue
     assert {0x1D2430, 0xFFF8E1, 0x4C78A8} <= set(colours.tolist())
+
+
+@pytest.mark.parametrize(("span", "step"), [(84.0, 20.0), (194.25, 50.0), (10.0, 2.0), (0.3, 0.1), (1.0, 0.2)])
+def test_axis_ticks_are_round(span: float, step: float) -> None:
+    assert nice_step(span) == pytest.approx(step)
+
+
+def test_svg_text_is_escaped_and_numbers_fixed() -> None:
+    assert svg_text(1.25, 2.0, "<b>&") == '<text x="1.2" y="2" text-anchor="start">&lt;b&gt;&amp;</text>'
