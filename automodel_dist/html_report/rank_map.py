@@ -101,25 +101,32 @@ def _axis_table(plan: MeshPlan, mesh: MeshView) -> str:
             + "".join(rows) + "</tbody></table></details>")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def rank_map_view(mesh: MeshView) -> str:
     plan = mesh.plan
-    nodes = -(-mesh.world_size // mesh.gpus_per_node)
-    where = (f"{mesh.world_size} ranks on {nodes} node{'s' if nodes != 1 else ''} of {mesh.gpus_per_node} GPUs "
-             f"(node n holds ranks {mesh.gpus_per_node}·n to {mesh.gpus_per_node}·n+{mesh.gpus_per_node - 1}); "
-             f"NVLink domain {mesh.nvlink_domain} GPUs."
+    gpn = mesh.gpus_per_node
+    nodes = -(-mesh.world_size // gpn)
+    holds = f" (node n holds ranks {gpn}·n to {gpn}·n+{gpn - 1})" if gpn > 1 else ""
+    where = (f"{_count(mesh.world_size, 'rank')} on {_count(nodes, 'node')} of {_count(gpn, 'GPU')}{holds}; "
+             f"NVLink domain {_count(mesh.nvlink_domain, 'GPU')}."
              + (f" Groups from {svg.esc(mesh.provenance)}." if mesh.provenance else ""))
     if plan is None:
         return f"<p>{where}</p><p class=\"note\">The meshes could not be built: see the findings below.</p>"
     if plan.device_mesh is None:
         return (f"<p>{where}</p><p class=\"note\">DDP builds no device mesh: every rank is a data-parallel replica "
                 "in the default process group.</p>")
-    shown, skipped = drawn_nodes(nodes)
     axes = _axes(plan)
+    if not axes:
+        return (f'<p>{where}</p><p class="note">Every dimension has one rank per group: nothing to colour.</p>'
+                + _axis_table(plan, mesh))
+    shown, skipped = drawn_nodes(nodes)
     elided = (f' <strong>Only nodes 0–{HEAD_NODES - 1} and {nodes - TAIL_NODES}–{nodes - 1} are drawn</strong>; the '
               f"{skipped} nodes between them are left out to keep this file small (the table covers every group)."
               if skipped else "")
-    panels = "".join(_panel(plan, name, mesh, shown, skipped) for name in axes) or (
-        '<p class="note">Every dimension has one rank per group: nothing to colour.</p>')
+    panels = "".join(_panel(plan, name, mesh, shown, skipped) for name in axes)
     return (f"<p>{where} Each grid is one dimension: a row is a node, a column a GPU of it, and GPUs of the same "
             f"colour share a group (for pp, a stage); colours repeat every {len(PALETTE)} groups. Hover a GPU for "
             f"its rank and group.{elided}</p>"
