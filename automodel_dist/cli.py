@@ -12,10 +12,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
 from automodel_dist.textsafe import printable
+
+if TYPE_CHECKING:
+    from automodel_dist.html_report import ReportData
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -74,12 +78,26 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | os.PathLike[str]] = (),
+                      force: bool = False) -> None:
+    """Render the HTML report and write it through the one writer (`explain --html`, `dry-run --html`)."""
+    from automodel_dist.html_report import render_page
+
+    path = output_path(out, option="--html")
+    write_outputs([Output(path, render_page(data))], inputs=inputs, force=force)
+    print(printable(f"wrote {path}"), file=sys.stderr)
+
+
 def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
     from automodel_dist.explain import render_explain
 
     result = compile_intent(args.intent, args.overrides)
     _print(render_explain(result, top=args.top, fmt=args.format))
+    if args.html:
+        from automodel_dist.html_report import from_compile
+
+        write_html_report(args.html, from_compile(result, top=args.top), inputs=result.inputs, force=args.force)
     return 0
 
 
@@ -139,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report (ranking, memory per "
+                   "pipeline stage, step time, rank map)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
@@ -157,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
     p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with the rank map "
+                   "(from an intent, also the ranking, memory per stage and step time)")
+    p.add_argument("--top", type=_positive_int, default=10, help="runner-up layouts in the --html report")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_dry_run)
 
     p = sub.add_parser("schema", help="print a JSON Schema")

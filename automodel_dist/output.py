@@ -6,7 +6,7 @@ whole, and two runs writing one path leave one complete file, never a mix. Befor
 the targets are checked: never an input of the same run (the intent, its base recipe, a model file; also
 through a symlink or a hard link), and never an existing file the tool did not write unless `force`.
 A file counts as the tool's when one of its first lines carries a marker the tool writes (the recipe
-header, the launch script's "Written by" line, the JSON output's `generated_by`).
+header, the "Written by" line of the launch script and the HTML report, the JSON output's `generated_by`).
 
 Every failure is an InputError (exit 2) that names the file it failed on.
 """
@@ -25,10 +25,10 @@ from automodel_dist.errors import InputError
 from automodel_dist.textsafe import first_unsafe
 
 RECIPE_MARKER = "AutoModel recipe compiled by automodel-dist"
-SBATCH_MARKER = "Written by automodel-dist"
+WRITTEN_BY_MARKER = "Written by automodel-dist"  # the launch script's and the HTML report's first lines
 JSON_MARKER = "automodel-dist"  # the value of the JSON output's first key, `generated_by`
 JSON_MARKER_LINE = f'"generated_by": "{JSON_MARKER}"'
-_MARKERS = (RECIPE_MARKER, SBATCH_MARKER, JSON_MARKER_LINE)
+_MARKERS = (RECIPE_MARKER, WRITTEN_BY_MARKER, JSON_MARKER_LINE)
 _MARKER_LINES = 8  # a marker counts only near the top, where the tool writes it
 _HEAD_BYTES = 4096
 _CHUNK = 1 << 16

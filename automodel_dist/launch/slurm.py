@@ -20,7 +20,7 @@ from automodel_dist.launch.environment import EnvVar, run_environment
 from automodel_dist.launch.recipe_settings import RecipeSetting, timeout_settings
 from automodel_dist.launch.settings import LauncherSettings
 from automodel_dist.layout import Layout
-from automodel_dist.output import SBATCH_MARKER
+from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.problem import Problem
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.rules.launch import handles_sigusr1
@@ -93,7 +93,7 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
         f"# Launch {one_line(problem.model.name)} ({problem.training.task}) on {nodes} x {gpus} "
         f"{one_line(cluster.gpu.name)}:",
         f"#   layout {layout.short()}",
-        f"# {SBATCH_MARKER} compile --launcher slurm. Submit with: sbatch <this file>",
+        f"# {WRITTEN_BY_MARKER} compile --launcher slurm. Submit with: sbatch <this file>",
         f"#SBATCH --job-name={shlex.quote(settings.job_name)}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
