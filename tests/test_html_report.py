@@ -204,7 +204,7 @@ def test_dry_run_html_of_a_recipe_says_why_only_the_rank_map(tmp_path: Path,
 def test_html_into_a_folder_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", str(SMALL), "--html", str(tmp_path)]) == 2
     _, err = capsys.readouterr()
-    assert "cannot write the output" in err and "--html" in err and "Traceback" not in err
+    assert "it is a folder" in err and "hint:" in err and "Traceback" not in err
 
 
 # --- headless Chromium -------------------------------------------------------------------------------------
@@ -263,3 +263,21 @@ def test_axis_ticks_are_round(span: float, step: float) -> None:
 
 def test_svg_text_is_escaped_and_numbers_fixed() -> None:
     assert svg_text(1.25, 2.0, "<b>&") == '<text x="1.2" y="2" text-anchor="start">&lt;b&gt;&amp;</text>'
+
+
+def test_html_never_overwrites_the_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    intent = tmp_path / "intent.yaml"
+    intent.write_text(SMALL.read_text(encoding="utf-8"), encoding="utf-8")
+    before = intent.read_bytes()
+    assert main(["explain", str(intent), "--html", str(intent), "--force"]) == 2
+    assert intent.read_bytes() == before
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_report_the_tool_wrote_is_replaced_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert main(["explain", str(SMALL), "--html", str(out)]) == 0
+    assert main(["explain", str(SMALL), "--html", str(out)]) == 0
+    out.write_text("<html>mine</html>\n", encoding="utf-8")
+    assert main(["explain", str(SMALL), "--html", str(out)]) == 2
+    assert out.read_text(encoding="utf-8") == "<html>mine</html>\n"
