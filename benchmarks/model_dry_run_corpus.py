@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: world {outcome.world.size}: not built: {str(exc).splitlines()[0][:120]}")
                 continue
             seconds = time.perf_counter() - start
+            if not report.ranks:  # judged but not built (MegatronFSDP): the report's note says why
+                table["not built (the dry-run says why)"] += 1
+                print(f"{name}: world {outcome.world.size}: not built: {report.notes[0].message[:120]}")
+                continue
             per_rank += [rank.seconds for rank in report.ranks]
             errors = report.errors
             automodel = "builds" if report.ok else f"REFUSES [{errors[0].rule}] {errors[0].message[:140]}"
