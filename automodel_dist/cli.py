@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,13 +43,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and not args.output:
         raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
                          hint="add -o run/recipe.yaml")
-    kwargs = {}
-    if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
-        from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
-
-        schema = SCHEMAS_DIR / RECIPE_SCHEMA
-        kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
-    result = compile_intent(args.intent, args.overrides, **kwargs)
+    result = compile_intent(args.intent, args.overrides)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if not args.output:
         sys.stdout.write(text)
@@ -66,10 +59,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             out.write_text(text, encoding="utf-8")
             written = [str(out)]
     except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
-        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
-                         hint="pass -o the path of a file in a folder you can write to") from None
+        raise _unwritable(exc, out, "pass -o the path of a file in a folder you can write to") from None
     print("wrote " + ", ".join(written), file=sys.stderr)
     return 0
+
+
+def _unwritable(exc: OSError, path: Path, hint: str) -> InputError:
+    """An output that cannot be written (a folder in the way, no permission) is bad input naming the path."""
+    return InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(path), hint=hint)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -101,8 +98,23 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     from automodel_dist.resources import INTENT_SCHEMA, RECIPE_SCHEMA, SCHEMAS_DIR
 
-    name = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}[args.which]
-    sys.stdout.write((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+    names = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}
+    if args.write is None:
+        if args.which is None:
+            raise InputError("say which schema to print, or where to write both",
+                             hint="automodel-dist schema intent | schema recipe | schema --write DIR")
+        sys.stdout.write((SCHEMAS_DIR / names[args.which]).read_text(encoding="utf-8"))
+        return 0
+    # Editors are pointed at these files (README, Editors): a stable place, outside any one checkout.
+    folder = Path(args.write)
+    chosen = [names[args.which]] if args.which else list(names.values())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in chosen:
+            (folder / name).write_text((SCHEMAS_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as exc:
+        raise _unwritable(exc, folder, "pass --write a folder you can write to") from None
+    print("wrote " + ", ".join(str(folder / name) for name in chosen), file=sys.stderr)
     return 0
 
 
@@ -155,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_dry_run)
 
-    p = sub.add_parser("schema", help="print a JSON Schema")
-    p.add_argument("which", choices=("intent", "recipe"))
+    p = sub.add_parser("schema", help="print a JSON Schema, or write both for an editor to use")
+    p.add_argument("which", nargs="?", choices=("intent", "recipe"))
+    p.add_argument("--write", metavar="DIR", help="write the schema files (both unless one is named) into DIR")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("presets", help="list model or hardware presets")

@@ -45,7 +45,7 @@ class SchemaIssue:
 
 @cache
 def load_schema(schema_filename: str) -> dict[str, Any]:
-    """The parsed schema shipped in `schemas/` (cached: read once per process)."""
+    """The parsed schema shipped in `data/schemas/` (cached: read once per process)."""
     return json.loads((SCHEMAS_DIR / schema_filename).read_text(encoding="utf-8"))
 
 
@@ -59,7 +59,7 @@ def _validator(schema_filename: str) -> Draft202012Validator:
 
 
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
-    """Every violation of `schemas/<schema_filename>` in `doc`, located and explained, in file order."""
+    """Every violation of `data/schemas/<schema_filename>` in `doc`, located and explained, in file order."""
     issues: dict[tuple[PathKey, str], SchemaIssue] = {}
     root = load_schema(schema_filename)
     for error in _validator(schema_filename).iter_errors(doc.plain()):

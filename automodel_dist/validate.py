@@ -19,7 +19,7 @@ from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
+from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
@@ -223,8 +223,6 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
 
 def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:
     """Schema violations the rules above did not already report (the schema owns shapes and enums)."""
-    if not (SCHEMAS_DIR / RECIPE_SCHEMA).is_file():
-        return [r.SKIPPED.finding("recipe schema not installed: shape checks skipped", path="")]
     from automodel_dist.schema_check import schema_issues
 
     # A finding covers its own key and, below the top level, everything under it (a rule that judged

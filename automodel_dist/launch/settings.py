@@ -1,6 +1,6 @@
 """The intent's optional `launcher:` block, read once into a typed record both launchers share.
 
-The intent schema (`schemas/intent.schema.json`, `launcher`) checks every value, with its line and
+The intent schema (`data/schemas/intent.schema.json`, `launcher`) checks every value, with its line and
 column, when the intent is loaded; this module only applies the defaults.
 """
 
