@@ -243,3 +243,23 @@ def test_backend_fields_match_automodels_backend_config() -> None:
     backend = load_schema(RECIPE_SCHEMA)["$defs"]["backend"]["properties"]
     assert set(backend) == fields["BackendConfig"] | {"_target_"}
     assert set(backend["mok"]["properties"]) == fields["MoKBackendConfig"] | {"_target_"}
+
+
+@pytest.mark.parametrize("path", VALID + INVALID, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_the_schema_and_validate_give_the_same_verdict(path: Path) -> None:
+    """An editor or schema checker must never reject what `validate` accepts, nor accept a shape it rejects.
+
+    benchmarks/recipe_corpus.py makes the same comparison over any folder of real recipes.
+    """
+    from automodel_dist.errors import InputError
+    from automodel_dist.validate import validate_recipe
+
+    nodes, gpus_per_node = fixture_world(path)
+    try:
+        report = validate_recipe(path, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node)
+        validate_rejects, why = not report.ok, [(f.rule, f.path, f.message) for f in report.errors]
+    except InputError as exc:  # a value validate cannot read at all (exit 2) is a rejection too
+        validate_rejects, why = True, [str(exc)]
+    schema_rejects = bool(errors(path))
+    assert schema_rejects == (path in INVALID)
+    assert validate_rejects == schema_rejects, why
