@@ -11,8 +11,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
+
+if TYPE_CHECKING:
+    from automodel_dist.findings import Report
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -80,13 +84,44 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
-    from automodel_dist.validate import validate_recipe
 
-    report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
-                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
-                             sbatch=Path(args.sbatch) if args.sbatch else None)
-    sys.stdout.write(render_report(report, fmt=args.format))
-    return 0 if report.ok else 1
+    if args.sbatch and len(args.recipe) > 1:
+        raise InputError("--sbatch judges one launch script with one recipe", hint="validate one recipe with --sbatch")
+    if len(args.recipe) == 1:
+        report = _validate_one(args, args.recipe[0])
+        sys.stdout.write(render_report(report, fmt=args.format))
+        return 0 if report.ok else 1
+    # Several recipes (a pre-commit hook passes every changed one): each is judged on its own, a bad file
+    # is reported and the others still checked; the exit code is the worst.
+    worst, reports = 0, []
+    for recipe in args.recipe:
+        try:
+            report = _validate_one(args, recipe)
+        except AutomodelDistError as exc:
+            print(f"automodel-dist validate: error: {exc}", file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        reports.append(report)
+        worst = max(worst, 0 if report.ok else 1)
+        if args.format == "text":
+            sys.stdout.write(render_report(report))
+    if args.format == "json":
+        sys.stdout.write(json.dumps([report.to_json() for report in reports], indent=2) + "\n")
+    return worst
+
+
+def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
+    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
+    from automodel_dist.validate import header_world, validate_recipe
+    from automodel_dist.yamlio import read_text_file
+
+    nodes, gpus_per_node = args.nodes, args.gpus_per_node
+    if nodes is None and gpus_per_node is None:
+        stated = header_world(read_text_file(recipe, what="recipe file", expected="the path of a .yaml file"))
+        nodes, gpus_per_node = stated or (None, None)
+    nodes, gpus_per_node = nodes or 1, gpus_per_node or 8
+    return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
+                           model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
@@ -150,9 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
-    p.add_argument("recipe", help="AutoModel recipe YAML")
-    p.add_argument("--nodes", type=_positive_int, default=1)
-    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("recipe", nargs="+", help="AutoModel recipe YAML (several: each is judged on its own)")
+    p.add_argument("--nodes", type=_positive_int,
+                   help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
+    p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
     p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
     p.add_argument("--sbatch", metavar="PATH", help="the Slurm script that launches the recipe (judged with it)")

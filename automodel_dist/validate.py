@@ -8,6 +8,7 @@ key. A check that cannot be judged is skipped with a note; bad input is an Input
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -97,6 +98,25 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
                              "later value and ignores this one", path="", severity=WARNING,
                              hint="delete one of the two").located(dup.line, dup.col)
             for dup in doc.duplicate_keys]
+
+
+_WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
+def header_world(text: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+
+    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
+    `compile` writes the line into every recipe's header.
+    """
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return None  # the opening comment block is over
+        match = _WORLD_HEADER.match(stripped)
+        if match and int(match[1]) > 0 and int(match[2]) > 0:
+            return int(match[1]), int(match[2])
+    return None
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
