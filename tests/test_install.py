@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from fresh_install import build_wheel, install, make_venv
+
 from automodel_dist.catalog.hardware import gpu_presets
 from automodel_dist.catalog.models import list_models
 from automodel_dist.compiler import compile_intent
@@ -32,24 +35,10 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `bin` folder of a fresh venv with the wheel built from this checkout."""
-    tmp = tmp_path_factory.mktemp("install")
-    src = tmp / "src"  # built from a copy: the checkout gets no build/ or egg-info
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "automodel_dist", src / "automodel_dist",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    wheels = tmp / "wheels"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                  "-w", str(wheels), str(src)], cwd=tmp)
-    assert built.returncode == 0, built.stderr
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    wheel = next(wheels.glob("automodel_dist-*.whl"))
-    done = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                 str(wheel)], cwd=tmp)
-    assert done.returncode == 0, done.stderr
-    return venv / "bin"
+    work = tmp_path_factory.mktemp("install")
+    bin_dir = make_venv(work)
+    install(bin_dir, build_wheel(work))
+    return bin_dir
 
 
 @pytest.fixture()
