@@ -263,3 +263,36 @@ def test_the_schema_and_validate_give_the_same_verdict(path: Path) -> None:
     schema_rejects = bool(errors(path))
     assert schema_rejects == (path in INVALID)
     assert validate_rejects == schema_rejects, why
+
+
+# --- the schemas as editors see them --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["intent.schema.json", RECIPE_SCHEMA])
+def test_schema_ids_are_stable_urls_versioned_with_the_package(name: str) -> None:
+    from importlib.metadata import version
+
+    assert load_schema(name)["$id"] == ("https://raw.githubusercontent.com/automodel-dist/automodel-dist/"
+                                        f"v{version('automodel-dist')}/automodel_dist/data/schemas/{name}")
+
+
+def test_the_intent_schema_lists_exactly_the_gpu_presets_and_their_aliases() -> None:
+    import re
+
+    from automodel_dist.catalog.hardware import gpu_presets
+
+    gpu = load_schema("intent.schema.json")["properties"]["hardware"]["properties"]["gpu"]
+    ids = sorted(p.spec.name for p in gpu_presets())
+    offered, spelled = gpu["anyOf"]
+    assert sorted(offered["enum"]) == ids
+    names = [n for p in gpu_presets() for n in (p.spec.name, *p.aliases)]
+    assert all(re.fullmatch(spelled["pattern"], case) for n in names for case in (n, n.upper()))
+    assert not re.fullmatch(spelled["pattern"], "h100x")
+
+
+def test_the_intent_schema_completes_every_model_id() -> None:
+    from automodel_dist.catalog.models import list_models
+
+    model = load_schema("intent.schema.json")["properties"]["model"]
+    ids = [i for m in list_models() for i in (m.id, *(a.id for a in m.aliases))]
+    assert [s["body"] for s in model["defaultSnippets"]] == ids
+    assert all(isinstance(e, str) for e in model["examples"])
