@@ -106,7 +106,6 @@ def test_gpu_aliases_in_any_case_are_accepted(server: YamlLanguageServer, worksp
 
 def test_distributed_keys_are_offered_once_each(server: YamlLanguageServer, workspace: Path) -> None:
     uri = open_file(server, workspace, "keys.recipe.yaml", "distributed:\n  strategy: fsdp2\n  \n")
-    server.diagnostics(uri)
     offered = labels(server.completion(uri, 2, 2))
     assert len(offered) == len(set(offered)), sorted(k for k in offered if offered.count(k) > 1)
     assert {"tp_size", "pp_size", "ep_size", "pipeline", "moe", "activation_checkpointing"} <= set(offered)
@@ -122,20 +121,17 @@ def test_distributed_keys_are_offered_once_each(server: YamlLanguageServer, work
 def test_recipe_enum_values_complete(server: YamlLanguageServer, workspace: Path, text: str, line: int, col: int,
                                      expected: set[str]) -> None:
     uri = open_file(server, workspace, f"values-{line}-{col}.recipe.yaml", text)
-    server.diagnostics(uri)
     assert expected <= set(labels(server.completion(uri, line, col)))
 
 
 def test_every_gpu_preset_completes(server: YamlLanguageServer, workspace: Path) -> None:
     uri = open_file(server, workspace, "gpu.intent.yaml", "hardware:\n  gpu: \n")
-    server.diagnostics(uri)
     offered = labels(server.completion(uri, 1, 7))
     assert sorted(offered) == sorted(p.spec.name for p in gpu_presets())
 
 
 def test_model_ids_complete_as_text(server: YamlLanguageServer, workspace: Path) -> None:
     uri = open_file(server, workspace, "model.intent.yaml", "model: \n")
-    server.diagnostics(uri)
     offered = labels(server.completion(uri, 0, 7))
     assert not [label for label in offered if "[object" in label]
     ids = {m.id for m in list_models()} | {a.id for m in list_models() for a in m.aliases}
@@ -167,7 +163,6 @@ def test_hover_explains_every_key_the_compiler_writes(server: YamlLanguageServer
     seen: dict[str, str] = {}
     for name, text in compiled_variants(workspace).items():
         uri = open_file(server, workspace, f"hover/{name}.recipe.yaml", text)
-        server.diagnostics(uri)
         doc = load_document(text, what="recipe")
         for path in _key_positions(doc.plain()):
             dotted = ".".join(map(str, path))
