@@ -69,11 +69,18 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     out: list[Finding] = []
     _check_recipe_target(config, out)
     dist = as_mapping(config.get("distributed"))
-    if "distributed" not in config and _recipe_class(config) not in DISTRIBUTED_OPTIONAL:
-        out.append(r.DISTRIBUTED_MISSING.finding(
-            "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
-            "cfg.distributed", path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is "
-            "inferred)"))
+    recipe_class = _recipe_class(config)
+    if recipe_class not in DISTRIBUTED_OPTIONAL:
+        if "distributed" not in config:
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
+                "cfg.distributed", path="", hint=_ADD_DISTRIBUTED))
+        elif config["distributed"] is None and recipe_class is not None:
+            # A generation config (no recipe class) may say `distributed: null`; a training recipe may not.
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                f"{recipe_class} builds its device meshes from the distributed section, which is null",
+                path="distributed", hint=_ADD_DISTRIBUTED,
+                automodel_message="TypeError: 'NoneType' object is not iterable"))
     strategy = _check_strategy(dist, out)
     pp, ep, tp = (mesh_degree(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
     if strategy is not None:
@@ -182,6 +189,9 @@ def _suggest(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
 DISTRIBUTED_OPTIONAL = frozenset({"TrainEagle1Recipe", "TrainEagle2Recipe", "TrainEagle3Recipe", "TrainDFlashRecipe",
                                   "TrainDFlash2Recipe", "TrainDominoRecipe", "TrainJetSpecRecipe", "TrainDSparkRecipe",
                                   "TrainVispecRecipe", "TrainVispecStage1Recipe"})
+
+
+_ADD_DISTRIBUTED = "add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)"
 
 
 def _recipe_class(config: Mapping[str, Any]) -> str | None:
