@@ -248,7 +248,7 @@ DIST_ENV_TIMEOUT = register(
 DDP_DP_SIZE_IGNORED = register(
     "ddp-dp-size-ignored", WARNING, "distributed.dp_size", "ddp ignores dp_size and uses every rank")
 SCHEMA = register(
-    "schema", ERROR, "", "the recipe breaks schemas/automodel-recipe.schema.json")
+    "schema", ERROR, "", "the recipe breaks the AutoModel recipe schema (`automodel-dist schema recipe`)")
 
 # ---------------------------------------------------------------------------------------------------
 # Launch rules (rules/launch.py): the recipe on several nodes, and the sbatch script that launches it.

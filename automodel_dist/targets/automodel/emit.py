@@ -27,6 +27,8 @@ from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
 from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
+from automodel_dist.resources import RECIPE_SCHEMA
+from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
     STRATEGY_KEYS,
@@ -38,7 +40,6 @@ from automodel_dist.targets.automodel.config import (
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
-DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
@@ -356,7 +357,9 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     return data
 
 
-def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str) -> str:
+def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
+    """The comment block above the recipe. It names the schema by its `$id`, not by a path: a path would
+    break as soon as the recipe is copied, and editors map the id to the installed file (README, Editors)."""
     model, cluster, training = problem.model, problem.cluster, problem.training
     kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
             else "dense")
@@ -367,6 +370,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
         f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
         f"{training.precision}",
+        f"world: {cluster.nodes} x {cluster.gpus_per_node}",
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
@@ -375,7 +379,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "
            "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
-        f"yaml-language-server: $schema={one_line(schema_ref)}",
+        f"schema: {load_schema(RECIPE_SCHEMA)['$id']} (`automodel-dist schema --write DIR` for editors)",
     ])
 
 
@@ -464,7 +468,7 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
-                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None,
+                pin_where: PinWhere | None = None,
                 model_id: str | None = None) -> tuple[str, dict]:
     """(recipe YAML text, the same recipe as a plain mapping).
 
@@ -480,5 +484,5 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     else:
         data = ours
     text = dump_yaml(data, explicit_null=True)
-    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate, schema_ref).splitlines())
+    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate).splitlines())
     return head + text, to_plain(data)
