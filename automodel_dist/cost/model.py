@@ -12,6 +12,7 @@ from functools import lru_cache
 from automodel_dist.cost import memory, throughput
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
+from automodel_dist.cost.profiles import Parameters
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
@@ -58,7 +59,8 @@ def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
     return SYNC_EVERY_MICRO_BATCH
 
 
-def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None) -> Estimate:
+def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
+                    params: Parameters | None = None) -> Estimate:
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 
     `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
@@ -66,6 +68,8 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     bf16 dense peak, as AutoModel's performance tables do (also for fp8 runs). `options` are the recipe
     settings outside the Layout: by default those the compiler would write (`planned_options`); a
     caller with a recipe in hand passes the recipe's (validate, and the calibration for each measured run).
+    `options.framework` picks the stack's profile (AutoModel by default; "megatron" and "torchtitan"
+    time the same layout as those stacks run it). `params` replaces the fitted parameters (the fit's trials).
     """
     if options is None:
         options = planned_options(problem, layout)
@@ -74,7 +78,8 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     shape = model_shape(problem.model, training)
     domain = cluster.nvlink_domain
     mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
-    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options)
+    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options,
+                                     params=params)
     peak = sum(mem.values())
     step = sum(time.values())
     fits = peak <= memory_limit_gib(problem)
