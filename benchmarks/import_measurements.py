@@ -22,10 +22,10 @@ DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 FIELDS = ("framework", "release", "task", "system", "model", "gpus", "precision", "gbs", "mbs", "seq", "fsdp",
           "tp", "pp", "cp", "vp", "ep", "tokens_per_s_per_gpu", "tflops_per_gpu", "source", "notes")
-HEADER_NAMES = {"#-GPUs": "gpus", "GBS": "gbs", "MBS": "mbs", "Sequence Length": "seq", "FSDP": "fsdp", "TP": "tp",
-                "PP": "pp", "CP": "cp", "VP": "vp", "EP": "ep", "GA": "ga", "Tokens / sec / GPU": "tokens_per_s_per_gpu",
-                "Model TFLOP / sec / GPU": "tflops_per_gpu", "Precision": "precision", "System": "system",
-                "Model": "model"}
+HEADER_NAMES = {"#-GPUs": "gpus", "GBS": "gbs", "MBS": "mbs", "Sequence Length": "seq", "FSDP": "fsdp",
+                "TP": "tp", "PP": "pp", "CP": "cp", "VP": "vp", "EP": "ep", "GA": "ga",
+                "Tokens / sec / GPU": "tokens_per_s_per_gpu", "Model TFLOP / sec / GPU": "tflops_per_gpu",
+                "Precision": "precision", "System": "system", "Model": "model"}
 # 25.09 and 25.11 have no precision column: FP8 (per-tensor current scaling) outside, blockwise inside.
 ALTERNATE_PRECISION = {"DGX-H100": ("FP8", "FP8-blockwise")}
 DEFAULT_PRECISION = ("FP8", "MXFP8")
