@@ -55,7 +55,9 @@ class Physics:
     extra scheduling costs `grouped_gemm_efficiency`. `gpu_efficiency` scales a GPU's achieved share of its
     peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W); `fp8_speedup` is the
     linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
-    quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up.
+    quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
+    `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
+    activations, MoE permutes) over a training step.
     """
 
     gemm_tokens: float
@@ -64,6 +66,7 @@ class Physics:
     gpu_efficiency: dict[str, float]
     fp8_speedup: dict[str, float]
     fp8_overhead_width: float
+    elementwise_bytes: float
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def _from_json(data: dict) -> Parameters:
         grouped_gemm_efficiency=values["grouped_gemm_efficiency"],
         gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
         fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
-        fp8_overhead_width=values["fp8_overhead_width"],
+        fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
     )
     profiles = {}
     for name in FRAMEWORKS:

@@ -136,6 +136,29 @@ def fp8_time_factor(physics: Physics, gpu: GpuSpec, recipe: str, width: float) -
     return 1.0 / speedup + physics.fp8_overhead_width / width
 
 
+# HBM bandwidth of a GPU whose preset does not give it: its bf16 peak over this many FLOP per byte (H100:
+# 989 TFLOP/s over 3.35 TB/s; B200/GB200/GB300: 2,250-2,500 over 8 TB/s).
+FLOPS_PER_HBM_BYTE = 300.0
+
+
+def hbm_bytes_per_s(gpu: GpuSpec) -> float:
+    return gpu.hbm_tbps * 1e12 if gpu.hbm_tbps else gpu.tflops_bf16 * 1e12 / FLOPS_PER_HBM_BYTE
+
+
+def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> float:
+    """HBM bytes of memory-bound work (norms, rotary, activations, MoE permutes, residuals) per token of a
+    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element.
+
+    With TP every rank streams its group's tokens through the tensors TP does not split (unless sequence
+    parallelism splits them); routed-expert tensors hold top-k copies of each token.
+    """
+    tp = layout.tp or 1
+    rep = tp if not layout.sequence_parallel else 1  # replicated tensors: every TP rank streams them whole
+    dense = shape.dense_act_rep * rep + shape.dense_act_tp
+    moe = (shape.moe_act_rep + shape.moe_act_expert) * rep + shape.moe_act_tp
+    return (shape.dense_layers * dense + shape.moe_layers * moe) * physics.elementwise_bytes
+
+
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
     """Bytes/s per GPU for a ring collective over `group` ranks spread evenly over `span` consecutive ranks.
 
@@ -262,7 +285,9 @@ def time_breakdown(
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
     attention_rate = peak * ATTENTION_RELATIVE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
-    compute = (attention_time + tokens_per_gpu * (linear_time + expert_time)) * stage_imbalance(shape, layout)
+    streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
+    compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
+        shape, layout)
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     mode = checkpointing_mode(layout, options)
     checkpointed = mode == "full"
