@@ -57,3 +57,24 @@ def test_a_memory_tie_won_by_simplicity_is_not_called_the_lowest() -> None:
     assert result.estimate.memory_gib > result.alternatives[0].estimate.memory_gib
     why = next(line for line in render_explain(result, top=1).splitlines() if line.startswith("why: "))
     assert why.startswith("why: ties with #2 within 1% of peak memory; the simpler layout wins"), why
+
+
+def test_explain_quotes_the_cross_validated_error_and_marks_a_tie_inside_it() -> None:
+    """The band is the fitted model's cross-validated median error over measured AutoModel rows like this
+    problem; a winner whose margin over #2 is smaller is called a tie."""
+    from dataclasses import replace
+
+    from automodel_dist.cost.profiles import ErrorBand
+    from automodel_dist.explain import error_band, within_band
+
+    result = compile_intent(INTENT)
+    band = error_band(result)
+    assert band is not None and band.rows >= 5 and band.group.startswith("automodel/")
+    text = render_explain(result, top=2)
+    assert f"off by {band.median_abs_error:.0%}" in text and band.group in text
+    margin = result.estimate.tokens_per_s_per_gpu / result.alternatives[0].estimate.tokens_per_s_per_gpu - 1
+    assert within_band(result, band) == (margin < band.median_abs_error)
+    assert within_band(result, replace(band, median_abs_error=margin + 0.01))
+    assert not within_band(result, ErrorBand(median_abs_error=max(margin, 0.0) / 2, rows=9, group="x"))
+    assert ("tie: the winner's margin" in text) == within_band(result, band)
+    assert json.loads(render_explain(result, top=1, fmt="json"))["error_band"]["rows"] == band.rows

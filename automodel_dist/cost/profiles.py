@@ -14,7 +14,7 @@ one resting on fewer than five rows stays at its prior (a physical estimate name
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -70,9 +70,35 @@ class Physics:
 
 
 @dataclass(frozen=True)
+class ErrorBand:
+    """The cross-validated median |throughput error| of measured rows like an estimate: `group` names them
+    (framework/family/GPU generation, '*' where a coarser group had to stand in), over `rows` rows."""
+
+    median_abs_error: float
+    rows: int
+    group: str
+
+
+# Model families as the measurement set names them (a preset's family, e.g. qwen3_moe, maps by prefix).
+_FAMILIES = ("llama", "qwen2", "qwen3", "deepseek", "kimi", "gpt_oss", "mixtral")
+MIN_BAND_ROWS = 5
+
+
+@dataclass(frozen=True)
 class Parameters:
     physics: Physics
     profiles: dict[str, FrameworkProfile]
+    cv_bands: dict[str, ErrorBand]
+
+    def error_band(self, framework: str, family: str, generation: str) -> ErrorBand | None:
+        """The band of the most specific group with at least MIN_BAND_ROWS rows (None before any fit)."""
+        fam = next((f for f in _FAMILIES if family.lower().replace("-", "_").startswith(f)), family)
+        fam = {"qwen2": "qwen2.5", "gpt_oss": "gpt-oss"}.get(fam, fam)
+        for key in (f"{framework}/{fam}/{generation}", f"{framework}/*/{generation}", f"{framework}/*/*", "*/*/*"):
+            band = self.cv_bands.get(key)
+            if band and band.rows >= MIN_BAND_ROWS:
+                return band
+        return None
 
     def profile(self, framework: str) -> FrameworkProfile:
         try:
@@ -95,7 +121,9 @@ def _from_json(data: dict) -> Parameters:
         kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
               if f.name not in ("name", "torch_pipeline")}
         profiles[name] = FrameworkProfile(name=name, torch_pipeline=name != "megatron", **kw)
-    return Parameters(physics=physics, profiles=profiles)
+    bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
+             for key, entry in data.get("cv_bands", {}).items()}
+    return Parameters(physics=physics, profiles=profiles, cv_bands=bands)
 
 
 @lru_cache(maxsize=1)
@@ -110,10 +138,3 @@ def parameters_from_values(values: dict[str, float]) -> Parameters:
     for name, value in values.items():
         data["parameters"][name]["value"] = value
     return _from_json(data)
-
-
-def with_profile(params: Parameters, framework: str, **changes: float) -> Parameters:
-    """A copy with one profile's fields changed (tests and what-ifs)."""
-    profiles = dict(params.profiles)
-    profiles[framework] = replace(profiles[framework], **changes)
-    return Parameters(physics=params.physics, profiles=profiles)
