@@ -15,9 +15,9 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost import memory, throughput
-from automodel_dist.cost.profiles import parameters
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.profiles import parameters
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec

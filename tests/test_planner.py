@@ -15,13 +15,13 @@ from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cli import main
 from automodel_dist.compiler import compile_intent, estimate
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.errors import InfeasibleError, InputError, ValidationFailed
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage, virtual_stage_options
-from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS
 from automodel_dist.planner import (
     MAX_VPP,
     Candidate,

@@ -43,25 +43,27 @@ def option_choices(problem: Problem, layout: Layout) -> tuple[RecipeOptions, ...
 
 def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """The recipe settings the compiler writes for `layout` (the emitter and the planner's estimates agree):
-    of `option_choices`, the fastest that fits, else the one needing the least memory. A layout is thus
-    unfit only when it is unfit under every setting the compiler may emit."""
+    of `option_choices`, the best for the objective that fits (the fastest; under the memory objective the
+    smallest peak), else the one needing the least memory. A layout is thus unfit only when it is unfit
+    under every setting the compiler may emit."""
     return _planned(problem, layout)[0]
 
 
 def _planned(problem: Problem, layout: Layout) -> tuple[RecipeOptions, Estimate]:
     best: tuple[RecipeOptions, Estimate] | None = None
+    by_memory = problem.objective == "memory"
     for options in option_choices(problem, layout):
         est = estimate_layout(problem, layout, options=options)
-        if best is None or _better(est, best[1]):
+        if best is None or _better(est, best[1], by_memory):
             best = (options, est)
     assert best is not None
     return best
 
 
-def _better(a: Estimate, b: Estimate) -> bool:
+def _better(a: Estimate, b: Estimate, by_memory: bool) -> bool:
     if a.fits != b.fits:
         return a.fits
-    if a.fits:
+    if a.fits and not by_memory:
         return a.step_time_s < b.step_time_s
     return a.memory_gib < b.memory_gib
 
