@@ -80,9 +80,10 @@ def test_peft_means_less_optimizer_and_gradient_memory():
     assert lora.memory["optimizer"] < full.memory["optimizer"] / 50
     assert lora.memory["gradients"] < full.memory["gradients"] / 50
     # LoRA's backward skips the frozen weights' gradients: 4 FLOPs per weight instead of 6, run at the
-    # profile's fitted LoRA efficiency (its thin adapter GEMMs cost time but no counted FLOPs)
+    # profile's fitted LoRA efficiency (its thin adapter GEMMs cost time but no counted FLOPs); the
+    # memory-bound elementwise work stays
     peft = parameters().profile("automodel").peft_efficiency
-    assert lora.time["compute"] == pytest.approx(full.time["compute"] * 4 / 6 / peft, rel=1e-9)
+    assert full.time["compute"] * 4 / 6 / peft < lora.time["compute"] < full.time["compute"] / peft
 
 
 def test_fp8_is_faster_but_not_on_gpus_without_fp8_tensor_cores():
