@@ -1,8 +1,9 @@
 """Compile speed: whole-process `automodel-dist compile` wall time over a grid of unpinned scenarios.
 
 Qwen3-30B-A3B and DeepSeek-V3 on 8 to 16,384 H100 (8 per node), and Llama-3.1-70B at 128K tokens; nothing
-pinned (DeepSeek-V3 does not fit on 8 or 64: the answer is then "no layout fits", exit 1). The budget is BUDGET_S of wall time from interpreter start to the recipe on stdout, for every
-scenario. Prints one line per scenario (layouts considered, the winner, the best time); exits 1 over budget.
+pinned (DeepSeek-V3 does not fit on 8 or 64: the answer is then "no layout fits", exit 1). The budget is
+BUDGET_S of wall time from interpreter start to the recipe on stdout, for every scenario. Prints one line
+per scenario (layouts considered, the winner, the best time); exits 1 over budget.
 
     .venv/bin/python benchmarks/compile_speed.py [--repeat 3] [--only deepseek]
 """
