@@ -475,3 +475,18 @@ def test_the_cost_model_splits_stages_as_automodel_does() -> None:
                 assert loads[share.rank].dense + loads[share.rank].moe == share.num_layers
                 assert loads[share.rank].dense == max(0, min(3 - dense_seen, share.num_layers))
             dense_seen += share.num_layers
+
+
+def test_a_dispatcher_pin_is_searched_and_written() -> None:
+    """parallelism.dispatcher pins the MoE token dispatcher of layouts with EP (several values: each judged)."""
+    spec = intent(model="Qwen/Qwen3-30B-A3B", nodes=2, global_batch_size=512,
+                  parallelism={"dispatcher": ["torch", "deepep"], "ep": 16, "tp": 1, "pp": 1, "cp": 1})
+    found = search(problem_of(spec))
+    assert {c.layout.dispatcher for c in found.candidates} == {"torch", "deepep"}
+    # across nodes the compiler would pick DeepEP; a HybridEP pin wins and says so
+    result = compile_intent({**spec, "parallelism": {**spec["parallelism"], "dispatcher": "hybridep"}})
+    assert result.layout.dispatcher == "hybridep"
+    assert "dispatcher: hybridep  # the intent's dispatcher pin" in result.yaml
+    # without EP the pin does not apply: the experts are FSDP-sharded, no token exchange
+    dense_ep = search(problem_of({**spec, "parallelism": {"dispatcher": "deepep", "ep": 1, "tp": 1, "pp": 1}}))
+    assert {c.layout.dispatcher for c in dense_ep.candidates} == {"torch"}
