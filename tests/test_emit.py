@@ -197,13 +197,13 @@ def test_base_recipe_keeps_comments_order_and_its_own_sections(tmp_path: Path) -
     assert recipe["optimizer"]["lr"] == 2.0e-5 and recipe["step_scheduler"]["num_epochs"] == 3
     dist = recipe["distributed"]
     assert dist["dp_size"] is None and dist["tp_size"] == result.layout.tp
-    # the deferred sync is the compiler's choice, estimated with the layout: false (the base's line, comment
-    # kept) only where the compiler syncs every micro batch, else the key goes (AutoModel's default)
+    assert dist.get("defer_fsdp_grad_sync") is (False if result.layout.strategy == "fsdp2" else None)
+    # where the compiler writes the setting itself (it syncs every micro batch) its reason replaces the
+    # base's comment; otherwise the base's line stays as it was
     from automodel_dist.cost.model import planned_options
 
-    syncs = result.layout.strategy == "fsdp2" and not planned_options(result.problem, result.layout).defer_grad_sync
-    assert dist.get("defer_fsdp_grad_sync") is (False if syncs else None)
-    assert ("# ours, keep it" in text) == syncs
+    ours = result.layout.strategy == "fsdp2" and not planned_options(result.problem, result.layout).defer_grad_sync
+    assert ("# ours, keep it" in text) != ours
     assert recipe["step_scheduler"]["global_batch_size"] == 128
     assert "dist_env" in recipe and "packed_sequence" in recipe
     assert "dataloader" not in recipe, "the base's own data needs no placeholder dataloader"
