@@ -288,22 +288,26 @@ def write_cv_bands(cv: dict[str, float]) -> None:
 
 
 # --- pairwise ordering -----------------------------------------------------------------------------------
-def _pair_key(row: CalibrationRow) -> tuple:
-    return (row.framework, row.release, str(row.model), row.gpu, row.world_size, row.seq_length, row.task,
-            row.precision, row.fp8_recipe, row.global_batch_size)
+def _pair_key(row: CalibrationRow, broad: bool = False) -> tuple:
+    """Rows that compare layouts of one job: same stack, model, GPUs, sequence, task and precision, and
+    (unless `broad`) the same software release and global batch."""
+    key = (row.framework, str(row.model), row.gpu, row.world_size, row.seq_length, row.task, row.precision,
+           row.fp8_recipe)
+    return key if broad else (*key, row.release, row.global_batch_size)
 
 
 def _setup(row: CalibrationRow) -> tuple:
     return tuple(sorted(row.layout.items())), row.async_tp, row.checkpointing
 
 
-def pairs(results: Sequence[RowResult]) -> list[tuple[RowResult, RowResult]]:
-    """Every pair of measured rows on the same model, GPUs, job and software release whose layouts (or
-    recipe settings) differ and whose measured throughputs differ by more than PAIR_TIE."""
+def pairs(results: Sequence[RowResult], broad: bool = False) -> list[tuple[RowResult, RowResult]]:
+    """Every pair of measured rows of one job (`_pair_key`) whose layouts (or recipe settings) differ and
+    whose measured throughputs differ by more than PAIR_TIE. `broad` also pairs rows across software
+    releases and global batches (Megatron-Bridge's releases move throughput by up to 2x on one layout)."""
     groups: dict[tuple, list[RowResult]] = {}
     for r in results:
         if r.row.tokens_per_s_per_gpu:
-            groups.setdefault(_pair_key(r.row), []).append(r)
+            groups.setdefault(_pair_key(r.row, broad), []).append(r)
     out = []
     for members in groups.values():
         for a, b in combinations(members, 2):
@@ -400,6 +404,8 @@ def render(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> 
     s = summarize(results, cv)
     lines += ["", error_table(results, cv), ""]
     wrong = [f"{a.row.name} vs {b.row.name}" for a, b in pairs(results) if not ordered(a, b)]
+    broad = pairs(results, broad=True)
+    broad_ok = sum(ordered(a, b) for a, b in broad)
     excluded: dict[str, int] = {}
     for row in ROWS:
         if row.excluded:
@@ -411,7 +417,9 @@ def render(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> 
         f"family out) {s.median_cv * 100:.1f}% (target <= {THROUGHPUT_TARGET * 100:.0f}%), AutoModel rows "
         f"cross-validated {s.median_cv_automodel * 100:.1f}%, held-out AutoModel rows {s.median_held_out * 100:.1f}%",
         f"pairwise ordering: {s.pairwise_correct}/{s.pairwise_total} pairs ({s.pairwise * 100:.1f}%, target >= "
-        f"{PAIRWISE_TARGET * 100:.0f}%)" + (f"; wrong: {'; '.join(wrong)}" if wrong else ""),
+        f"{PAIRWISE_TARGET * 100:.0f}%)" + (f"; wrong: {'; '.join(wrong)}" if wrong else "")
+        + f"; across releases and batch sizes too: {broad_ok}/{len(broad)} "
+          f"({broad_ok / max(len(broad), 1) * 100:.1f}%)",
         f"memory within +-{MEMORY_TARGET * 100:.0f}% on torchtitan FSDP2 rows: {s.memory_within}/{s.memory_rows} "
         f"(max |error| {s.memory_max_error * 100:.1f}%)",
         "configurations that ran but are predicted not to fit: "
