@@ -57,7 +57,8 @@ class Physics:
     linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
     quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
     `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
-    activations, MoE permutes) over a training step.
+    activations, MoE permutes) over a training step; `attention_efficiency` is fused attention's share of the
+    stack's large-GEMM efficiency (its backward especially runs below the GEMMs').
     """
 
     gemm_tokens: float
@@ -67,6 +68,7 @@ class Physics:
     fp8_speedup: dict[str, float]
     fp8_overhead_width: float
     elementwise_bytes: float
+    attention_efficiency: float
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ def _from_json(data: dict) -> Parameters:
         gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
         fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
+        attention_efficiency=values["attention_efficiency"],
     )
     profiles = {}
     for name in FRAMEWORKS:

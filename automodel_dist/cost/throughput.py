@@ -39,14 +39,9 @@ from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
 
-# The efficiency of GEMMs, FP8, GPUs and each stack's overlap are fitted parameters (cost/profiles.py,
-# cost/fitted_parameters.json). What follows are physical priors the measurements cannot pin down (fewer
-# than five rows move them), each with its source.
-
-# Fused (flash/TE) attention reaches less of the peak than GEMMs, its backward especially (FlashAttention-3
-# paper, H100 BF16: forward ~60-75% of peak, backward ~45-55%, against ~65% for large GEMMs): this share of
-# the stack's GEMM efficiency. It matters at long context.
-ATTENTION_RELATIVE_EFFICIENCY = 0.75
+# The efficiency of GEMMs, attention, FP8, GPUs and each stack's overlap are fitted parameters
+# (cost/profiles.py, cost/fitted_parameters.json). What follows are physical priors the measurements cannot
+# pin down, each with its source.
 # Achievable share of the quoted link bandwidth for ring collectives. Vendors quote NVLink per GPU as
 # both directions together (H100: 900 GB/s = 450 each way); a ring sends one way, and NCCL's measured
 # bus bandwidth on 8xH100 NVSwitch is about 360-450 GB/s, so 0.4 of the quoted figure. The network
@@ -283,7 +278,7 @@ def time_breakdown(
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
-    attention_rate = peak * ATTENTION_RELATIVE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_rate = peak * physics.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
     compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
