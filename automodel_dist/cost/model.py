@@ -50,22 +50,22 @@ def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
 
 
 def _planned(problem: Problem, layout: Layout) -> tuple[RecipeOptions, Estimate]:
-    best: tuple[RecipeOptions, Estimate] | None = None
-    by_memory = problem.objective == "memory"
-    for options in option_choices(problem, layout):
-        est = estimate_layout(problem, layout, options=options)
-        if best is None or _better(est, best[1], by_memory):
-            best = (options, est)
-    assert best is not None
-    return best
-
-
-def _better(a: Estimate, b: Estimate, by_memory: bool) -> bool:
-    if a.fits != b.fits:
-        return a.fits
-    if a.fits and not by_memory:
-        return a.step_time_s < b.step_time_s
-    return a.memory_gib < b.memory_gib
+    """Memory first: only settings that could win are timed (all that fit when speed decides, else the
+    one with the smallest peak)."""
+    choices = option_choices(problem, layout)
+    if len(choices) == 1:
+        return choices[0], _estimate(problem, layout, choices[0])
+    shape = model_shape(problem.model, problem.training)
+    limit = memory_limit_gib(problem)
+    mems = [memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                    options=o) for o in choices]
+    fitting = [i for i, m in enumerate(mems) if sum(m.values()) <= limit]
+    if len(fitting) < 2 or problem.objective == "memory":
+        i = min(fitting or range(len(choices)), key=lambda j: sum(mems[j].values()))
+        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i])
+    timed = [(_estimate(problem, layout, choices[i], mem=mems[i]), i) for i in fitting]
+    est, i = min(timed, key=lambda t: (t[0].step_time_s, t[1]))
+    return choices[i], est
 
 
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
@@ -82,11 +82,18 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     """
     if options is None:
         return _planned(problem, layout)[1]
+    return _estimate(problem, layout, options, params=params)
+
+
+def _estimate(problem: Problem, layout: Layout, options: RecipeOptions, *, params: Parameters | None = None,
+              mem: dict[str, float] | None = None) -> Estimate:
+    """`estimate_layout` under `options`; `mem` is the memory breakdown when the caller has it already."""
     training, cluster = problem.training, problem.cluster
     gpu = cluster.gpu
     shape = model_shape(problem.model, training)
     domain = cluster.nvlink_domain
-    mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
+    if mem is None:
+        mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
     time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options,
                                      params=params)
     peak = sum(mem.values())
