@@ -158,7 +158,7 @@ def pins_from_mapping(parallelism: Mapping[str, Any]) -> Pins:
         return tuple(sorted(set(values)))
 
     return Pins(strategy=allowed("strategy"), activation_checkpointing=allowed("activation_checkpointing"),
-                **{name: allowed(name) for name in INT_PINS})
+                dispatcher=allowed("dispatcher"), **{name: allowed(name) for name in INT_PINS})
 
 
 def parse_override(text: str) -> Override:

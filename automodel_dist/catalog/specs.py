@@ -111,6 +111,7 @@ class GpuSpec:
     compute_capability: str
     source: str = ""
     hbm_vendor_gb: float = 0.0
+    hbm_tbps: float = 0.0  # HBM bandwidth, TB/s (memory-bound work: permutes, norms, activations)
 
     @property
     def supports_fp8(self) -> bool:

@@ -259,7 +259,8 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
             b.put("experts", "te", "TE grouped experts run FP8 (with a DeepEP/HybridEP dispatcher)")
         else:
             b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
-        b.put("dispatcher", layout.dispatcher, choice.reason)
+        reason = choice.reason if layout.dispatcher == choice.name else "the intent's dispatcher pin"
+        b.put("dispatcher", layout.dispatcher, reason)
         if fp8:
             recipe = "mxfp8" if capability_major(cluster.gpu.compute_capability) == 10 else "current"
             b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
