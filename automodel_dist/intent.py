@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
@@ -20,7 +19,15 @@ from automodel_dist.errors import InputError
 from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
-from automodel_dist.yamlio import Document, PathKey, join_path, load_document, split_path
+from automodel_dist.yamlio import (
+    Document,
+    InputLimitError,
+    PathKey,
+    join_path,
+    load_document,
+    load_value,
+    split_path,
+)
 
 if TYPE_CHECKING:
     from automodel_dist.catalog.specs import GpuSpec
@@ -161,7 +168,9 @@ def parse_override(text: str) -> Override:
         raise InputError(f"bad override {text!r}: no value after '='", where=f"override {text!r}",
                          hint=f"give a value, e.g. {key.strip()}=8")
     try:
-        value = YAML(typ="safe", pure=True).load(raw)
+        value = load_value(raw)
+    except InputLimitError as exc:
+        raise exc.located(f"override {text!r}") from None
     except YAMLError as exc:
         raise InputError(f"bad override {text!r}: the value is not valid YAML ({exc.__class__.__name__})",
                          where=f"override {text!r}", hint="quote strings with ':' or '#' in them") from None

@@ -18,6 +18,7 @@ from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
+from automodel_dist.limits import read_text_file
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 from automodel_dist.rules import check_layout
@@ -28,7 +29,7 @@ from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_si
 from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
-from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
+from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, split_path
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,

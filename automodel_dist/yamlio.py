@@ -14,13 +14,22 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.composer import ReusedAnchorWarning
+from ruamel.yaml.composer import Composer, ReusedAnchorWarning
 from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from automodel_dist.errors import InputError
+from automodel_dist.limits import (
+    MAX_DOCUMENT_NODES,
+    MAX_FILE_BYTES,
+    MAX_INT_DIGITS,
+    MAX_NESTING,
+    check_tree,
+    read_text_file,
+)
 
 PathKey = tuple[str | int, ...]
 
@@ -40,6 +49,74 @@ class DuplicateKey:
     key: str
     line: int
     col: int
+
+
+class InputLimitError(YAMLError):
+    """A document passes an input limit (limits.py) while it is composed: message, hint and position."""
+
+    def __init__(self, message: str, mark: Any, hint: str) -> None:
+        super().__init__(message)
+        self.message, self.mark, self.hint = message, mark, hint
+
+    def located(self, where: str) -> InputError:
+        """The InputError at `where` ("file", "override ...") plus the line:col when it is a file."""
+        if self.mark is not None and not where.startswith("override "):
+            where = f"{where}:{self.mark.line + 1}:{self.mark.column + 1}"
+        return InputError(self.message, where=where, hint=self.hint)
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+class _LimitedComposer(Composer):
+    """ruamel's composer, counting as it goes: nesting depth, values with every alias expanded (an alias
+    adds the size of what it names, known once that node is complete), so an alias bomb is refused at the
+    first alias that passes the limit, before anything is expanded; also an alias inside the collection it
+    names (a cycle), a list or mapping used as a mapping key, and an integer literal too long to convert."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._depth = 0
+        self._total = 0
+        self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+
+    def _count(self, size: int, mark: Any) -> None:
+        self._total += size
+        if self._total > MAX_DOCUMENT_NODES:
+            raise InputLimitError(
+                f"the document has more than {MAX_DOCUMENT_NODES:,} values with its aliases expanded (the limit; "
+                "a full recipe has a few hundred)", mark,
+                "write the values out; an alias (*name) that repeats a large block many times is refused")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.parser.check_event(AliasEvent):
+            event = self.parser.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise InputLimitError(f"alias *{event.anchor} is inside the collection &{event.anchor} it names "
+                                      "(a recursive alias)", event.start_mark,
+                                      "an alias may only repeat a value that is complete before it")
+            if target is not None:
+                self._count(self._sizes[id(target)], event.start_mark)
+            node = super().compose_node(parent, index)
+        else:
+            self._depth += 1
+            if self._depth > MAX_NESTING:
+                raise InputLimitError(f"nested more than {MAX_NESTING} levels deep (the limit; recipes nest about "
+                                      "6)", self.parser.peek_event().start_mark, "flatten the structure")
+            before = self._total
+            node = super().compose_node(parent, index)
+            self._depth -= 1
+            self._count(1, node.start_mark)
+            self._sizes[id(node)] = self._total - before
+            if str(node.tag) == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
+                raise InputLimitError(f"an integer of {len(str(node.value)):,} digits (the limit is "
+                                      f"{MAX_INT_DIGITS})", node.start_mark, "no setting needs an integer that large")
+        if isinstance(parent, MappingNode) and index is None and not isinstance(node, ScalarNode):
+            kind = "mapping" if isinstance(node, MappingNode) else "list"
+            raise InputLimitError(f"a {kind} is used as a mapping key", node.start_mark,
+                                  "a key must be a plain value (a name or a number); did you mean `key: value`?")
+        return node
 
 
 class _LastKeyWinsConstructor(RoundTripConstructor):
@@ -138,17 +215,25 @@ def lookup(data: Any, dotted: str) -> tuple[bool, Any]:
 def _looks_like_path(text: str) -> bool:
     if not text.strip() or "\n" in text:
         return False
-    return text.endswith((".yaml", ".yml", ".json")) or Path(text).exists()
+    if text.endswith((".yaml", ".yml", ".json")) or "\0" in text:  # a NUL: a broken path, refused when read
+        return True
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # a name too long for the file system is not a path
+        return False
 
 
 def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
     """YAML text with positions and its shadowed duplicate keys; a syntax error is an InputError at line:col."""
     yaml = _round_trip_yaml()
     yaml.Constructor = _LastKeyWinsConstructor
+    yaml.Composer = _LimitedComposer
     try:
         with warnings.catch_warnings():  # PyYAML, which AutoModel loads with, refuses a reused anchor
             warnings.simplefilter("error", ReusedAnchorWarning)
             data = yaml.load(text)
+    except InputLimitError as exc:
+        raise exc.located(filename) from None
     except ReusedAnchorWarning as exc:
         raise InputError(f"YAML error: {str(exc).strip().splitlines()[0]} (AutoModel's YAML loader refuses it)",
                          where=filename, hint="give each anchor (&name) a name of its own") from None
@@ -166,32 +251,27 @@ def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
     return data, tuple(yaml.constructor.duplicates)
 
 
-def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
-    """The UTF-8 text of a file the user named; a missing, unreadable or directory path is an InputError
-    saying `what` it was meant to be and what to pass instead (`expected`, e.g. "a .yaml file")."""
-    filename = str(path)
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{what} path is a directory", where=filename, hint=f"pass {expected}")
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", where=filename,
-                         hint=f"pass {expected}; a relative path is read from the current directory") from None
-    except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"cannot read {what}: {exc.__class__.__name__}: {exc}", where=filename,
-                         hint="make the file readable UTF-8 text") from None
+def load_value(text: str) -> Any:
+    """One YAML value (an override's right-hand side) with plain types, under the same input limits as a
+    document; a syntax error is a YAMLError, a passed limit an InputLimitError (the caller locates both)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Composer = _LimitedComposer
+    return yaml.load(text)
 
 
 def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
     """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping."""
     if isinstance(source, Mapping):
+        check_tree(source, where=f"<{what}>")
         return Document(data=source, filename=f"<{what}>")
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
         filename = str(source)
         text = read_text_file(source, what=f"{what} file", expected="the path of a .yaml file")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+            raise InputError(f"{what} text is {len(text):,} characters, above the limit of {MAX_FILE_BYTES:,} bytes",
+                             where=filename, hint=f"pass the {what} itself, not a larger text")
     else:
         raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
                          hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")

@@ -14,7 +14,7 @@ from typing import Any
 from automodel_dist.catalog.fields import check_spec
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.yamlio import read_text_file
+from automodel_dist.limits import read_text_file
 
 _REQUIRED = object()
 
