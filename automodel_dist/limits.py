@@ -50,25 +50,25 @@ class Limit:
 
 # The largest GPU cluster built so far (xAI's Colossus) holds about 200,000 GPUs; 2**18 is above it.
 # Compile stays near a second at this size and dry-run builds its meshes in about half a minute.
-WORLD_SIZE = Limit(1 << 18, "above the largest GPU cluster built (about 200,000 GPUs)")
+WORLD_SIZE = Limit(1 << 18, "the largest GPU cluster built has about 200,000 GPUs")
 # A node (one OS instance, one torchrun) holds 4 to 8 GPUs; the largest NVLink domain announced (NVL576)
 # is 576 GPUs. 1024 is above both.
-GPUS_PER_NODE = Limit(1024, "above any node and the largest NVLink domain (576 GPUs)")
+GPUS_PER_NODE = Limit(1024, "a node has 4 to 8 GPUs, the largest NVLink domain 576")
 # Llama 4 trains toward a 10M-token context; 2**24 (16.8M) is above any context length trained so far.
-SEQ_LENGTH = Limit(1 << 24, "above the longest context any model is trained for (about 10M tokens)")
+SEQ_LENGTH = Limit(1 << 24, "the longest context trained for is about 10M tokens")
 # Global batches of real runs are at most a few thousand sequences (16M tokens at 4k-8k tokens each);
 # 2**20 sequences is hundreds of times that.
-BATCH = Limit(1 << 20, "hundreds of times the largest global batch of a real run (a few thousand sequences)")
+BATCH = Limit(1 << 20, "real global batches are a few thousand sequences")
 # The deepest published LLMs have 126-160 layers; 16,384 is a hundred times that.
-LAYERS = Limit(1 << 14, "a hundred times the deepest published model (about 160 layers)")
+LAYERS = Limit(1 << 14, "the deepest published models have about 160 layers")
 # Published widths: hidden up to ~25k (PaLM 18,432; Llama 3.1 405B 16,384), FFN up to ~74k (PaLM
 # 73,728), vocabularies up to ~262k (Gemma 3). 2**20 is above every one of them.
-WIDTH = Limit(1 << 20, "above every published hidden, FFN or head width (the widest FFN is ~74k)")
-VOCAB = Limit(1 << 24, "above every published vocabulary (the largest are ~262k tokens)")
+WIDTH = Limit(1 << 20, "the widest published layer (an FFN) is about 74k")
+VOCAB = Limit(1 << 24, "the largest published vocabularies have about 262k tokens")
 # DeepSeek-V3 and Llama 3.1 405B have 128 query heads; 2**16 is far above.
-HEADS = Limit(1 << 16, "far above any published head count (128)")
+HEADS = Limit(1 << 16, "published models have at most 128 attention heads")
 # Kimi K2 has 384 routed experts, DeepSeek-V3 256; 2**16 is far above.
-EXPERTS = Limit(1 << 16, "far above any published expert count (384, Kimi K2)")
+EXPERTS = Limit(1 << 16, "the most experts published is 384 (Kimi K2)")
 
 # Where each limit applies: intent keys (dotted) and ModelSpec fields (also the config.json keys that
 # feed them are checked under their own names as they are read).
@@ -107,11 +107,12 @@ def check_size(value: Any, limit: Limit, *, name: str, where: str | None) -> Non
                          where=where, hint=f"use a value of at most {limit.maximum:,}")
 
 
-def check_model_size(name: str, value: Any, where: str) -> None:
-    """A model architecture field (ModelSpec name) against its limit, if it has one."""
-    limit = MODEL_SIZES.get(name)
+def check_model_size(field: str, value: Any, where: str, *, name: str | None = None) -> None:
+    """A model architecture field (ModelSpec name) against its limit, if it has one; `name` is the key
+    as the user wrote it (a config.json's num_hidden_layers for num_layers)."""
+    limit = MODEL_SIZES.get(field)
     if limit is not None:
-        check_size(value, limit, name=name, where=where)
+        check_size(value, limit, name=name or field, where=where)
 
 
 def _show_int(value: int) -> str:
@@ -169,6 +170,15 @@ def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"cannot read {what}: it is not UTF-8 text (byte {exc.start} is not valid UTF-8)",
                          where=f"{filename}:{line}", hint="save the file as UTF-8 text") from None
+
+
+def path_exists(text: str | Path) -> bool:
+    """Whether a user-given string names an existing path; a NUL or a name too long for the file system
+    (where `Path.exists` raises) is no path."""
+    try:
+        return Path(text).expanduser().exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _too_big(what: str, filename: str, size: str) -> InputError:

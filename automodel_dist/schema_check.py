@@ -19,6 +19,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist.findings import ERROR, WARNING
+from automodel_dist.limits import is_finite_number
 from automodel_dist.resources import SCHEMAS_DIR
 from automodel_dist.yamlio import Document, PathKey, join_path
 
@@ -53,9 +54,17 @@ def load_schema(schema_filename: str) -> dict[str, Any]:
 def _validator(schema_filename: str) -> Draft202012Validator:
     # Imported here: jsonschema costs ~60 ms to import, which commands that check no schema (dry-run,
     # presets) should not pay. Cached: building a validator is the costly part, done once per schema.
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(load_schema(schema_filename))
+    # JSON Schema counts 2.0 as an integer and NaN as a number; neither is one to the code that reads the
+    # value (AutoModel reads a size of 2.0 as 1; range(2.0) fails; NaN passes every bound). So here an
+    # integer is an int and a number is finite: `tp: 2.0` and `memory_headroom: .nan` are located errors.
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _checker, value: is_finite_number(value),
+    })
+    strict = validators.extend(Draft202012Validator, type_checker=checker)
+    return strict(load_schema(schema_filename))
 
 
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:

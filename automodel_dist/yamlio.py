@@ -28,6 +28,7 @@ from automodel_dist.limits import (
     MAX_INT_DIGITS,
     MAX_NESTING,
     check_tree,
+    path_exists,
     read_text_file,
 )
 
@@ -215,12 +216,8 @@ def lookup(data: Any, dotted: str) -> tuple[bool, Any]:
 def _looks_like_path(text: str) -> bool:
     if not text.strip() or "\n" in text:
         return False
-    if text.endswith((".yaml", ".yml", ".json")) or "\0" in text:  # a NUL: a broken path, refused when read
-        return True
-    try:
-        return Path(text).exists()
-    except (OSError, ValueError):  # a name too long for the file system is not a path
-        return False
+    # a NUL: a broken path, refused when it is read
+    return text.endswith((".yaml", ".yml", ".json")) or "\0" in text or path_exists(text)
 
 
 def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
