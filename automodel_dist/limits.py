@@ -120,6 +120,26 @@ def _show_int(value: int) -> str:
     return f"{value:,}" if digits is not None and digits <= 24 else f"an integer of {digits or 'over 100'} digits"
 
 
+def check_world(world_size: Any, gpus_per_node: Any) -> None:
+    """The world the API is asked to judge (validate, dry-run): positive integers within the limits."""
+    hint = "pass --nodes N and --gpus-per-node G (world size = N × G)"
+    check_count(world_size, WORLD_SIZE, name="world size", hint=hint)
+    check_count(gpus_per_node, GPUS_PER_NODE, name="GPUs per node", hint=hint)
+
+
+def check_count(value: Any, limit: Limit, *, name: str, hint: str) -> None:
+    """A count the API takes (world size, GPUs per node, NVLink domain): an int from 1 to the limit."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}", hint=hint)
+    check_size(value, limit, name=name, where=None)
+
+
+def check_text_size(text: str, *, what: str, where: str) -> None:
+    """Text handed over in memory (YAML, a script) is held to the file limit too."""
+    if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise _too_big(what, where, f"{len(text):,} characters")
+
+
 # -- reading files -----------------------------------------------------------------------------------------
 
 

@@ -24,9 +24,9 @@ from ruamel.yaml.representer import RoundTripRepresenter
 from automodel_dist.errors import InputError
 from automodel_dist.limits import (
     MAX_DOCUMENT_NODES,
-    MAX_FILE_BYTES,
     MAX_INT_DIGITS,
     MAX_NESTING,
+    check_text_size,
     check_tree,
     path_exists,
     read_text_file,
@@ -266,9 +266,7 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
         text = read_text_file(source, what=f"{what} file", expected="the path of a .yaml file")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-            raise InputError(f"{what} text is {len(text):,} characters, above the limit of {MAX_FILE_BYTES:,} bytes",
-                             where=filename, hint=f"pass the {what} itself, not a larger text")
+        check_text_size(text, what=f"{what} text", where=filename)
     else:
         raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
                          hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")
