@@ -61,9 +61,12 @@ def run_dry_run(args: argparse.Namespace) -> int:
     from automodel_dist.verify.torch_build import require_torch
 
     start = time.perf_counter()
-    require_torch()
-    doc = load_document(args.source, what="dry-run input")
-    report = _intent_meshes(args) if is_intent(doc.data) else _recipe_meshes(args, doc)
+    doc = load_document(args.source, what="dry-run input")  # bad input fails before torch is imported
+    if is_intent(doc.data):
+        require_torch()  # before the compile, whose work is wasted without torch
+        report = _intent_meshes(args)
+    else:
+        report = _recipe_meshes(args, doc)  # checks the world size, then imports torch
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(report, rank=args.rank))
     if args.format == "text" and report.built:  # timings vary run to run, so they stay out of stdout
