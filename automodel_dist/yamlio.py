@@ -120,6 +120,15 @@ class _LimitedComposer(Composer):
         return node
 
 
+# What ruamel's value constructors raise on a value its tag cannot hold (`!!int ''`, `!!float x`).
+_CONSTRUCTION_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError, AttributeError)
+
+
+def _construction_error(exc: Exception, mark: Any) -> InputLimitError:
+    return InputLimitError(f"a value that its YAML tag cannot hold ({exc.__class__.__name__})", mark,
+                           "remove the explicit tag (!!int, !!float, ...) or write a value of that kind")
+
+
 class _LastKeyWinsConstructor(RoundTripConstructor):
     """A key repeated in one mapping keeps its last value, as PyYAML (which AutoModel loads recipes with)
     does; ruamel would refuse the file. The shadowed occurrences are recorded in `duplicates`."""
@@ -127,6 +136,12 @@ class _LastKeyWinsConstructor(RoundTripConstructor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.duplicates: list[DuplicateKey] = []
+
+    def construct_non_recursive_object(self, node: Any, tag: str | None = None) -> Any:
+        try:
+            return super().construct_non_recursive_object(node, tag)
+        except _CONSTRUCTION_ERRORS as exc:
+            raise _construction_error(exc, node.start_mark) from None
 
     def construct_mapping(self, node: Any, maptyp: Any, deep: bool = False) -> Any:
         if isinstance(node, MappingNode):
@@ -231,6 +246,8 @@ def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
             data = yaml.load(text)
     except InputLimitError as exc:
         raise exc.located(filename) from None
+    except _CONSTRUCTION_ERRORS as exc:  # raised while a mapping's items are filled in, after its node
+        raise _construction_error(exc, None).located(filename) from None
     except ReusedAnchorWarning as exc:
         raise InputError(f"YAML error: {str(exc).strip().splitlines()[0]} (AutoModel's YAML loader refuses it)",
                          where=filename, hint="give each anchor (&name) a name of its own") from None
@@ -253,7 +270,10 @@ def load_value(text: str) -> Any:
     document; a syntax error is a YAMLError, a passed limit an InputLimitError (the caller locates both)."""
     yaml = YAML(typ="safe", pure=True)
     yaml.Composer = _LimitedComposer
-    return yaml.load(text)
+    try:
+        return yaml.load(text)
+    except _CONSTRUCTION_ERRORS as exc:
+        raise _construction_error(exc, None) from None
 
 
 def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
