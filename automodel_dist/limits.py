@@ -123,8 +123,8 @@ def _show_int(value: int) -> str:
 def check_world(world_size: Any, gpus_per_node: Any) -> None:
     """The world the API is asked to judge (validate, dry-run): positive integers within the limits."""
     hint = "pass --nodes N and --gpus-per-node G (world size = N × G)"
-    check_count(gpus_per_node, GPUS_PER_NODE, name="GPUs per node (--gpus-per-node)", hint=hint)
-    check_count(world_size, WORLD_SIZE, name="world size (--nodes × --gpus-per-node)", hint=hint)
+    check_count(gpus_per_node, GPUS_PER_NODE, name="GPUs per node", hint=hint)
+    check_count(world_size, WORLD_SIZE, name="world size", hint=hint)
 
 
 def check_count(value: Any, limit: Limit, *, name: str, hint: str) -> None:

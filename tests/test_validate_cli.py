@@ -200,7 +200,7 @@ def test_unknown_preset_option_exits_2(flag: str, value: str, expected: str, tmp
 def test_non_positive_world_is_an_input_error(tmp_path: Path) -> None:
     from automodel_dist.errors import InputError
 
-    with pytest.raises(InputError, match=r"world size .*must be a positive integer"):
+    with pytest.raises(InputError, match="world size must be a positive integer"):
         validate_recipe(write(tmp_path, GOOD), world_size=0)
 
 
