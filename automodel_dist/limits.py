@@ -24,12 +24,14 @@ from automodel_dist.errors import InputError
 
 # Every file the tool reads (intent, recipe, base recipe, sbatch script, config.json, model file) is a
 # hand-written or published text file of a few KiB: AutoModel's largest example recipe is under 10 KiB,
-# DeepSeek-V3's config.json under 2 KiB. 1 MiB is a hundred times that and parses in about a second.
-MAX_FILE_BYTES = 1 << 20
+# DeepSeek-V3's config.json under 2 KiB, the largest multimodal config.json files tens of KiB. 256 KiB is
+# above all of them, and the round-trip YAML parser (a few hundred KiB/s) reads it in about a second.
+MAX_FILE_BYTES = 1 << 18
 # Values in one document, aliases expanded (each scalar, list and mapping counts one). A full recipe has a
-# few hundred; 100,000 keeps every walk over the data (schema check, env resolution) well under a second
-# while a billion-laughs bomb is refused at the first alias that would pass it, before anything expands.
-MAX_DOCUMENT_NODES = 100_000
+# few hundred. The round-trip parser composes about 10,000 values a second on a busy machine, so 10,000
+# keeps a load near a second, and a billion-laughs bomb is refused at the first alias that would pass it,
+# before anything is expanded.
+MAX_DOCUMENT_NODES = 10_000
 # Nesting levels. Recipes nest about 6 deep (model.backend.x.y); 50 leaves plenty of room and keeps
 # every recursive walk (the YAML composer, jsonschema's ~10 frames a level) under Python's 1000 frames.
 MAX_NESTING = 50
@@ -202,7 +204,7 @@ def path_exists(text: str | Path) -> bool:
 
 
 def _too_big(what: str, filename: str, size: str) -> InputError:
-    return InputError(f"{what} is {size}, above the limit of {MAX_FILE_BYTES:,} bytes (1 MiB; real ones are a "
+    return InputError(f"{what} is {size}, above the limit of {MAX_FILE_BYTES:,} bytes (256 KiB; real ones are a "
                       "few KiB)", where=filename, hint=f"pass the {what} itself, not a larger file")
 
 

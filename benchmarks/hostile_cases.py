@@ -73,7 +73,7 @@ def build_cases(folder: Path) -> list[HostileCase]:
     big_model = folder / "huge-model"
     big_model.mkdir(exist_ok=True)
     (big_model / "config.json").write_text(_hf_config(10**12), encoding="utf-8")
-    huge = write("huge.yaml", INTENT + "x: [" + ", ".join(["1"] * 400_000) + "]\n")  # ~1.2 MB
+    huge = write("huge.yaml", INTENT + "x: [" + ", ".join(["1"] * 100_000) + "]\n")  # ~300 KB
     cases = [
         # 4. hangs and blow-ups
         HostileCase("fifo intent", ("compile", str(fifo)), 2, str(fifo)),
@@ -87,7 +87,13 @@ def build_cases(folder: Path) -> list[HostileCase]:
         HostileCase("fifo model path", ("compile", intent, f"model={fifo}"), 2, str(fifo)),
         HostileCase("alias bomb intent", ("compile", write("bomb.yaml", _alias_bomb())), 2, "bomb.yaml:"),
         HostileCase("alias bomb recipe", ("validate", str(folder / "bomb.yaml")), 2, "bomb.yaml:"),
-        HostileCase("1.2 MB intent", ("compile", huge), 2, "huge.yaml"),
+        HostileCase("300 KB intent", ("compile", huge), 2, "huge.yaml"),
+        HostileCase("15,000 keys in an intent",
+                    ("compile", write("wide.yaml", INTENT + "x:\n" + "".join(f"  k{i}: 1\n" for i in range(15_000)))),
+                    2, "wide.yaml:"),
+        HostileCase("30,000 values in a recipe",
+                    ("validate", write("long.yaml", RECIPE + "x: [" + ",".join(["1"] * 30_000) + "]\n")), 2,
+                    "long.yaml:"),
         HostileCase("hardware.nodes=100000000", ("compile", intent, "hardware.nodes=100000000"), 2,
                     "override 'hardware.nodes=100000000'"),
         HostileCase("dry-run --nodes 100000", ("dry-run", recipe, "--nodes", "100000"), 2, "world size",
