@@ -16,7 +16,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from automodel_dist.errors import InputError
-from automodel_dist.limits import INTENT_SIZES, PIN_SIZES, WORLD_SIZE, check_size, path_exists
+from automodel_dist.limits import INTENT_SIZES, PIN_SIZES, WORLD_SIZE, check_size, check_sizes, path_exists
 from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
@@ -27,7 +27,6 @@ from automodel_dist.yamlio import (
     join_path,
     load_document,
     load_value,
-    lookup,
     split_path,
 )
 
@@ -154,10 +153,7 @@ def _refuse_duplicate_keys(doc: Document) -> None:
 def _check_sizes(intent: Intent) -> None:
     """Sizes no cluster or job can have (limits.py) are refused before the planner loops over them."""
     values = intent.values
-    for dotted, limit in INTENT_SIZES.items():
-        found, value = lookup(values, dotted)
-        if found:
-            check_size(value, limit, name=dotted, where=intent.where(dotted))
+    check_sizes(values, INTENT_SIZES, intent.where)
     for name, limit in PIN_SIZES.items():
         pin = values["parallelism"].get(name)
         for value in pin if isinstance(pin, list) else [pin]:

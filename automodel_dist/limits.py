@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,17 @@ PIN_SIZES: dict[str, Limit] = {
     "local_batch_size": BATCH,
     "micro_batch_size": BATCH,
 }
+# Recipe keys (validate, dry-run): the same bounds, on AutoModel's names.
+RECIPE_SIZES: dict[str, Limit] = {
+    **{f"distributed.{name}": WORLD_SIZE for name in ("tp_size", "pp_size", "cp_size", "ep_size", "dp_size",
+                                                       "dp_replicate_size")},
+    "step_scheduler.global_batch_size": BATCH,
+    "step_scheduler.local_batch_size": BATCH,
+    "distributed.pipeline.pp_microbatch_size": BATCH,
+    "distributed.pipeline.layers_per_stage": LAYERS,
+    "packed_sequence.packed_sequence_size": SEQ_LENGTH,
+    "dataset.seq_length": SEQ_LENGTH,
+}
 MODEL_SIZES: dict[str, Limit] = {
     "num_layers": LAYERS, "first_dense_layers": LAYERS, "linear_attention_layers": LAYERS,
     "sliding_window_layers": LAYERS,
@@ -109,6 +120,15 @@ def check_size(value: Any, limit: Limit, *, name: str, where: str | None) -> Non
                          where=where, hint=f"use a value of at most {limit.maximum:,}")
 
 
+def check_sizes(values: Mapping[str, Any], table: Mapping[str, Limit], where: Callable[[str], str]) -> None:
+    """Each dotted key of `table` present in `values` against its limit; `where(dotted)` locates it."""
+    for dotted, limit in table.items():
+        node: Any = values
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        check_size(node, limit, name=dotted, where=where(dotted))
+
+
 def check_model_size(field: str, value: Any, where: str, *, name: str | None = None) -> None:
     """A model architecture field (ModelSpec name) against its limit, if it has one; `name` is the key
     as the user wrote it (a config.json's num_hidden_layers for num_layers)."""
@@ -119,7 +139,8 @@ def check_model_size(field: str, value: Any, where: str, *, name: str | None = N
 
 def _show_int(value: int) -> str:
     digits = len(str(value)) if value < 10 ** MAX_INT_DIGITS else None
-    return f"{value:,}" if digits is not None and digits <= 24 else f"an integer of {digits or 'over 100'} digits"
+    # no thousands separators: a value from ${VAR} must read exactly as given, for validate to redact it
+    return str(value) if digits is not None and digits <= 24 else f"an integer of {digits or 'over 100'} digits"
 
 
 def check_world(world_size: Any, gpus_per_node: Any) -> None:

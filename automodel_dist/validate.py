@@ -19,7 +19,7 @@ from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
-from automodel_dist.limits import check_text_size, check_world, read_text_file
+from automodel_dist.limits import RECIPE_SIZES, check_sizes, check_text_size, check_world, read_text_file
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 from automodel_dist.rules import check_layout
@@ -46,6 +46,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     secrets = EnvSecrets()
     config, missing = resolve_config(doc.data, secrets=secrets)
     with redacting(secrets):
+        check_sizes(config, RECIPE_SIZES, doc.where)
         report = _judge_recipe(doc, config, missing, world_size=world_size, gpus_per_node=gpus_per_node,
                                model=model, gpu=gpu, sbatch_text=sbatch_text, sbatch_file=sbatch_file)
     report.findings = redacted(report.findings, secrets)

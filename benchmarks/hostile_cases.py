@@ -150,6 +150,9 @@ def build_cases(folder: Path) -> list[HostileCase]:
         # 8. exit 0 with nonsense
         HostileCase("global_batch_size: 10**30", ("compile", intent, f"training.global_batch_size={10**30}"), 2,
                     "override 'training.global_batch_size="),
+        HostileCase("recipe global_batch_size: 10**30",
+                    ("validate", write("gbs.yaml", RECIPE + f"step_scheduler:\n  global_batch_size: {10**30}\n")), 2,
+                    "gbs.yaml:8:22"),
         HostileCase("model with a trailing space",
                     ("compile", write("space.yaml", INTENT.replace("Qwen/Qwen3-8B", '"Qwen/Qwen3-8B "'))), 2,
                     "space.yaml:1:"),

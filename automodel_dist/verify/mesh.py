@@ -20,7 +20,7 @@ from automodel_dist.catalog.specs import GpuSpec, nvlink_domain_size
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding, locate_all
 from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
-from automodel_dist.limits import WORLD_SIZE, check_count, check_world
+from automodel_dist.limits import RECIPE_SIZES, WORLD_SIZE, check_count, check_sizes, check_world
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
@@ -138,6 +138,7 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
     secrets = EnvSecrets()
     config, missing = resolve_config(doc.data, secrets=secrets)
     with redacting(secrets):
+        check_sizes(config, RECIPE_SIZES, doc.where)
         layout, findings = _judge_config(doc, config, missing, world_size=world_size, gpus_per_node=gpus_per_node)
     return layout, redacted(findings, secrets)
 
