@@ -133,10 +133,10 @@ def _override_texts(overrides: Any) -> tuple[str, ...]:
         raise InputError(f"overrides must be a list of 'key=value' strings, not {type(overrides).__name__}",
                          hint="e.g. overrides=['training.seq_length=8192']")
     texts = tuple(overrides)
-    bad = next((t for t in texts if not isinstance(t, str)), None)
-    if bad is not None:
-        raise InputError(f"each override must be a 'key=value' string, got {bad!r}",
-                         hint="e.g. overrides=['hardware.nodes=2']")
+    for text in texts:
+        if not isinstance(text, str):
+            raise InputError(f"each override must be a 'key=value' string, got {text!r}",
+                             hint="e.g. overrides=['hardware.nodes=2']")
     return texts
 
 

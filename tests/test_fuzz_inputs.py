@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +26,9 @@ from automodel_dist.errors import AutomodelDistError
 
 # A loose bound per example (the machine may be shared by other jobs); a hang or a blow-up takes minutes.
 SECONDS = 10.0
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                        HealthCheck.function_scoped_fixture])
+# 40 examples per test in a normal run; AMD_FUZZ_EXAMPLES=1000 explores further by hand.
+FUZZ = settings(max_examples=int(os.environ.get("AMD_FUZZ_EXAMPLES", "40")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 INTENT: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "hardware": {"gpu": "h100-80gb", "nodes": 1},
                           "training": {"seq_length": 4096, "global_batch_size": 64}}
@@ -199,6 +201,7 @@ def test_fuzzed_api_calls_raise_the_packages_errors(call: tuple[str, Callable[..
 @pytest.mark.parametrize(("call", "kwargs"), [
     (ad.compile_intent, {"source": INTENT, "overrides": None}),
     (ad.compile_intent, {"source": INTENT, "overrides": [1]}),
+    (ad.compile_intent, {"source": INTENT, "overrides": [None]}),
     (ad.compile_intent, {"source": INTENT, "overrides": "hardware.nodes=2"}),
     (ad.compile_intent, {"source": "a\x00b.yaml"}),
     (ad.compile_intent, {"source": _self_referencing()}),
