@@ -1,4 +1,4 @@
-"""Fuzzing the ways in: intents, recipes, overrides, raw YAML and the Python API.
+"""Fuzzing the ways in: intents, recipes, overrides, raw YAML, sbatch scripts and the Python API.
 
 Whatever comes in, the CLI ends with exit 0, 1 or 2 and a message (never a traceback), within seconds;
 the API returns or raises the package's own error. Runs in-process through `cli.main`. CI replays the same
@@ -162,6 +162,24 @@ def test_fuzzed_yaml_text_exits_cleanly(pieces: list[str], command: str, tmp_pat
                                         capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "input.yaml", "".join(pieces))
     _run_cli([command, path], capsys)
+
+
+SBATCH_LINES = st.sampled_from(["#!/bin/bash", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+                                 "#SBATCH --ntasks-per-node=8", "#SBATCH --signal=USR1@120",
+                                 "#SBATCH --gpus-per-node=8",
+                                 "export HF_HOME=/tmp/hf", "export NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8",
+                                 "srun torchrun --nproc-per-node 8 -m nemo_automodel.cli.app recipe.yaml",
+                                 "srun bash -c 'torchrun $(", "if [ x ]; then", "fi", "\x00", "\t\t", "'", '"',
+                                 "#SBATCH " + "x" * 3000, "exec python -c 'import os'", ""])
+
+
+@FUZZ
+@given(lines=st.lists(st.one_of(SBATCH_LINES, st.text(max_size=40)), max_size=12))
+def test_fuzzed_sbatch_scripts_exit_cleanly(lines: list[str], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = _write(tmp_path, "recipe.yaml", _dump(RECIPE))
+    script = _write(tmp_path, "launch.sbatch", "\n".join(lines) + "\n")
+    _run_cli(["validate", recipe, "--nodes", "2", "--sbatch", script], capsys)
 
 
 API_ARGS = st.one_of(VALUES, st.sampled_from([Path("/dev/zero"), Path("missing.yaml"), b"bytes", object(), 1 + 2j,
