@@ -122,6 +122,32 @@ def test_fuzzed_intents_exit_cleanly(changes: list[tuple[str, Any]], tmp_path: P
     _run_cli(["compile", path], capsys)
 
 
+PINS = st.one_of(st.just("auto"), st.sampled_from([1, 2, 3, 4, 8, 16, 64]),
+                 st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=3, unique=True))
+PLAUSIBLE = st.fixed_dictionaries({
+    "model": st.sampled_from(["Qwen/Qwen3-8B", "qwen3-30b-a3b", "llama-3.2-1b", "mixtral-8x7b", "gpt-oss-20b",
+                              "deepseek-v3", {"preset": "qwen3-8b", "num_layers": 3}]),
+    "hardware": st.fixed_dictionaries({"gpu": st.sampled_from(["h100-80gb", "a100-40gb", "gb200-nvl72", "b200"]),
+                                       "nodes": st.sampled_from([1, 2, 3, 16, 32768])}),
+    "training": st.fixed_dictionaries({"seq_length": st.sampled_from([1, 7, 4096, 131072, 1 << 24]),
+                                       "global_batch_size": st.sampled_from([1, 3, 64, 1 << 20]),
+                                       "task": st.sampled_from(["pretrain", "sft", "peft"])}),
+    "parallelism": st.fixed_dictionaries({}, optional={name: PINS for name in ("tp", "pp", "vpp", "cp", "ep",
+                                                                               "dp_replicate", "local_batch_size",
+                                                                               "micro_batch_size")}),
+    "memory_headroom": st.sampled_from([0.0, 0.1, 0.99]),
+})
+
+
+@FUZZ
+@given(intent=PLAUSIBLE)
+def test_fuzzed_plausible_intents_compile_or_say_why(intent: dict[str, Any], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Intents that pass the schema reach the planner: whatever the pins, an answer or a reason."""
+    path = _write(tmp_path, "intent.yaml", _dump(intent))
+    _run_cli(["explain", path, "--format", "json"], capsys)
+
+
 @FUZZ
 @given(changes=st.lists(st.tuples(st.sampled_from(RECIPE_KEYS), VALUES), min_size=1, max_size=3),
        nodes=st.sampled_from(["1", "2", "16", "0", "-1", "100000000", "x"]),
