@@ -152,7 +152,7 @@ def build_cases(folder: Path) -> list[HostileCase]:
                     "override 'training.global_batch_size="),
         HostileCase("recipe global_batch_size: 10**30",
                     ("validate", write("gbs.yaml", RECIPE + f"step_scheduler:\n  global_batch_size: {10**30}\n")), 2,
-                    "gbs.yaml:8:22"),
+                    "gbs.yaml:8:3"),
         HostileCase("model with a trailing space",
                     ("compile", write("space.yaml", INTENT.replace("Qwen/Qwen3-8B", '"Qwen/Qwen3-8B "'))), 2,
                     "space.yaml:1:"),
