@@ -235,18 +235,22 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "special file")
 
 
-# -- in-memory data (the Python API's mappings, and overrides) -------------------------------------------
+# -- in-memory data (the Python API's mappings, parsed JSON) -------------------------------------------
 
 
 def check_tree(data: Any, *, where: str) -> None:
-    """A mapping handed to the API: no cycle, at most MAX_NESTING deep and MAX_DOCUMENT_NODES values,
-    keys that are strings, numbers or booleans, integers of at most MAX_INT_DIGITS digits, finite floats
-    are left to the schema. Iterative, so a deep or cyclic structure cannot exhaust the stack."""
+    """A mapping handed to the API (or parsed from JSON) under the YAML documents' limits: no cycle, at most
+    MAX_NESTING deep and MAX_DOCUMENT_NODES values (a shared subtree counts each time it is used), plain keys
+    and integers of at most MAX_INT_DIGITS digits. Iterative, so a deep or cyclic structure cannot exhaust
+    the stack."""
     stack: list[tuple[Any, int, str]] = [(data, 1, "")]
     open_ids: set[int] = set()
     seen = 0
     while stack:
         node, depth, path = stack.pop()
+        if isinstance(node, _Close):
+            open_ids.discard(node.id)
+            continue
         seen += 1
         here = f"{where}: {path}" if path else where
         if seen > MAX_DOCUMENT_NODES:
@@ -270,9 +274,6 @@ def check_tree(data: Any, *, where: str) -> None:
                     raise InputError(f"a mapping key must be a string or a number, not a {type(key).__name__}",
                                      where=here, hint="use plain keys")
                 stack.append((value, depth + 1, f"{path}.{key}" if path else str(key)))
-        elif isinstance(node, _Close):
-            open_ids.discard(node.id)
-            seen -= 1
 
 
 @dataclass(frozen=True)
