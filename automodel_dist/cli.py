@@ -12,8 +12,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
+from automodel_dist.output import Output, output_path, write_outputs
+from automodel_dist.textsafe import printable
+
+if TYPE_CHECKING:
+    from automodel_dist.html_report import ReportData
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -31,6 +37,11 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def _print(text: str) -> None:
+    """A report or recipe to stdout, with any control character user text carried escaped (textsafe)."""
+    sys.stdout.write(printable(text))
+
+
 _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
@@ -41,35 +52,40 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
                          hint="drop --format json")
-    if args.launcher and not args.output:
+    if args.launcher and args.output is None:
         raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
                          hint="add -o run/recipe.yaml")
     kwargs = {}
-    if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
+    out = None if args.output is None else output_path(args.output)
+    if out is not None:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
         from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
 
         schema = SCHEMAS_DIR / RECIPE_SCHEMA
-        kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
+        kwargs["schema_ref"] = Path(os.path.relpath(schema, out.resolve().parent)).as_posix()
     result = compile_intent(args.intent, args.overrides, **kwargs)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
-    if not args.output:
-        sys.stdout.write(text)
+    if out is None:
+        _print(text)
         return 0
-    out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
-            from automodel_dist.launch import write_launch_files
+    if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
+        from automodel_dist.launch import write_launch_files
 
-            written = [str(out), *write_launch_files(result, out, args.launcher)]
-        else:
-            out.write_text(text, encoding="utf-8")
-            written = [str(out)]
-    except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
-        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
-                         hint="pass -o the path of a file in a folder you can write to") from None
-    print("wrote " + ", ".join(written), file=sys.stderr)
+        written = [str(out), *write_launch_files(result, out, args.launcher, inputs=result.inputs, force=args.force)]
+    else:
+        write_outputs([Output(out, text)], inputs=result.inputs, force=args.force)
+        written = [str(out)]
+    print(printable("wrote " + ", ".join(written)), file=sys.stderr)
     return 0
+
+
+def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | os.PathLike[str]] = (),
+                      force: bool = False) -> None:
+    """Render the HTML report and write it through the one writer (`explain --html`, `dry-run --html`)."""
+    from automodel_dist.html_report import render_page
+
+    path = output_path(out, option="--html")
+    write_outputs([Output(path, render_page(data))], inputs=inputs, force=force)
+    print(printable(f"wrote {path}"), file=sys.stderr)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -77,7 +93,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.explain import render_explain
 
     result = compile_intent(args.intent, args.overrides)
-    sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
+    _print(render_explain(result, top=args.top, fmt=args.format))
+    if args.html:
+        from automodel_dist.html_report import from_compile
+
+        write_html_report(args.html, from_compile(result, top=args.top), inputs=result.inputs, force=args.force)
     return 0
 
 
@@ -88,7 +108,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
                              gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
                              sbatch=Path(args.sbatch) if args.sbatch else None)
-    sys.stdout.write(render_report(report, fmt=args.format))
+    _print(render_report(report, fmt=args.format))
     return 0 if report.ok else 1
 
 
@@ -128,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("yaml", "json"), default="yaml")
     p.add_argument("--launcher", choices=("slurm", "skypilot"),
                    help="also write what launches it (slurm: launch.sbatch beside the recipe)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("explain", help="show the chosen layout, the runners-up and what was pruned")
@@ -135,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report (ranking, memory per "
+                   "pipeline stage, step time, rank map)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
@@ -153,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
     p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with the rank map "
+                   "(from an intent, also the ranking, memory per stage and step time)")
+    p.add_argument("--top", type=_positive_int, default=10, help="runner-up layouts in the --html report")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_dry_run)
 
     p = sub.add_parser("schema", help="print a JSON Schema")
@@ -172,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except AutomodelDistError as exc:
-        print(f"automodel-dist {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"automodel-dist {args.command}: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.layout import Layout
+from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe, pinned_to_one
@@ -35,8 +36,14 @@ class CompileResult:
     feasible: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def inputs(self) -> list[Path]:
+        """The files this compile read, which no output may overwrite."""
+        return self.intent.input_paths()
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "generated_by": JSON_MARKER,  # first, so the output writer knows the file for its own
             "recipe": self.recipe,
             "layout": layout_json(self.layout),
             "estimate": self.estimate.to_json(),

@@ -68,20 +68,27 @@ def why_it_won(result: CompileResult) -> str:
     return f"{gain:.1%} more tokens/s/GPU than #2"
 
 
-def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
-    """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
-    if fmt == "json":
-        return json.dumps(explain_json(result, top), indent=2) + "\n"
+def headline(result: CompileResult) -> tuple[str, str]:
+    """The problem in one line, and the search in another (the text and the HTML report open with them)."""
     problem = result.problem
     cluster, training = problem.cluster, problem.training
     dropped = sum(result.pruned.values())
-    est = result.estimate
-    lines = [
+    return (
         f"{problem.model.name} on {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
         f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
         f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}",
         f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
         f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
+    )
+
+
+def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
+    """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
+    if fmt == "json":
+        return json.dumps(explain_json(result, top), indent=2) + "\n"
+    est = result.estimate
+    lines = [
+        *headline(result),
         f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
         f"tokens/s/GPU, bound by {est.bound}",
         f"why: {why_it_won(result)}",

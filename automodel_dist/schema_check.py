@@ -51,10 +51,47 @@ def load_schema(schema_filename: str) -> dict[str, Any]:
 
 
 @cache
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A schema `pattern` compiled with ECMA-262's meaning of `$`: the very end of the string.
+
+    Python's `$` also matches before a final newline, so `^[a-z]+$` would accept "acct\n": the one
+    difference that matters for values written into launch scripts. Each `$` outside a character class
+    and not escaped becomes `\\Z`.
+    """
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+    return re.compile("".join(out))
+
+
+def matches_pattern(pattern: str, value: str) -> bool:
+    """Does `value` match the schema `pattern` (searched, as JSON Schema does, with ECMA-262's `$`)?"""
+    return ecma_pattern(pattern).search(value) is not None
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not matches_pattern(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
 def _validator(schema_filename: str) -> Draft202012Validator:
     # Imported here: jsonschema costs ~60 ms to import, which commands that check no schema (dry-run,
     # presets) should not pay. Cached: building a validator is the costly part, done once per schema.
-    from jsonschema import Draft202012Validator, validators
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
 
     # JSON Schema counts 2.0 as an integer and NaN as a number; neither is one to the code that reads the
     # value (AutoModel reads a size of 2.0 as 1; range(2.0) fails; NaN passes every bound). So here an
@@ -63,8 +100,8 @@ def _validator(schema_filename: str) -> Draft202012Validator:
         "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
         "number": lambda _checker, value: is_finite_number(value),
     })
-    strict = validators.extend(Draft202012Validator, type_checker=checker)
-    return strict(load_schema(schema_filename))
+    validator_class = extend(Draft202012Validator, {"pattern": _pattern_keyword}, type_checker=checker)
+    return validator_class(load_schema(schema_filename))
 
 
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:

@@ -27,6 +27,7 @@ from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
@@ -93,7 +94,8 @@ def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, w
                                           path="model.backend.dispatcher", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
     findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, sbatch_text=sbatch_text,
                              sbatch_file=sbatch_file, layout=layout if gpu_spec else None,
-                             nvlink_domain=cluster.nvlink_domain)
+                             nvlink_domain=cluster.nvlink_domain,
+                             sbatch_syntax=script_syntax(sbatch_text) if sbatch_text is not None else None)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
 

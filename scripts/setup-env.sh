@@ -16,9 +16,10 @@ $PIP install --quiet --disable-pip-version-check -e ".[dryrun,test]"
 if ! .venv/bin/python -c 'import nemo_automodel' 2>/dev/null; then
   $PIP install --quiet --disable-pip-version-check --no-deps nemo-automodel==0.7.0
 fi
-if ! command -v shellcheck >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    (apt-get install -y -qq shellcheck >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1)) \
-      || echo "warning: could not install shellcheck" >&2
+# Debian packages the tests use: shellcheck (launch scripts) and chromium (the HTML report, rendered headless).
+for tool in shellcheck chromium; do
+  if ! command -v "$tool" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq "$tool" >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$tool" >/dev/null 2>&1)) \
+      || echo "warning: could not install $tool" >&2
   fi
-fi
+done

@@ -58,6 +58,17 @@ def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
     return SYNC_EVERY_MICRO_BATCH
 
 
+def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None
+                      ) -> list[tuple[memory.RankLoad, dict[str, float]]]:
+    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses: the
+    largest total is the estimate's peak (a per-stage view draws them all)."""
+    if options is None:
+        options = planned_options(problem, layout)
+    shape = model_shape(problem.model, problem.training)
+    return memory.memory_by_pp_rank(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                    options=options)
+
+
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None) -> Estimate:
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 

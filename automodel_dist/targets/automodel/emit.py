@@ -23,6 +23,7 @@ from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
+from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
 from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
@@ -35,6 +36,7 @@ from automodel_dist.targets.automodel.config import (
     normalize_activation_checkpointing,
     translate_value,
 )
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
 DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
@@ -95,7 +97,7 @@ class _Section:
         for key, why in self.why.items():
             nested = isinstance(self.data[key], (Mapping, list))
             own = indent + len(key) + (1 if nested else 2 + len(_rendered(self.data[key])))
-            self.data.yaml_add_eol_comment(why, key, column=own + 2 if nested else max(own + 2, column))
+            self.data.yaml_add_eol_comment(one_line(why), key, column=own + 2 if nested else max(own + 2, column))
         for child in self.children.values():
             child.finish(depth + 1)
         return self.data
@@ -360,9 +362,10 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
     kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
             else "dense")
     limit = memory_limit_gib(problem, estimate)
+    gpu = one_line(cluster.gpu.name)  # user text in a comment: escaped onto its line (textsafe)
     return "\n".join([
-        f"AutoModel recipe compiled by automodel-dist: {model.name} ({kind}, {model.num_layers} layers)",
-        f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {cluster.gpu.name} ({cluster.world_size} GPUs); "
+        f"{RECIPE_MARKER}: {one_line(model.name)} ({kind}, {model.num_layers} layers)",
+        f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
         f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
         f"{training.precision}",
         f"layout: {layout.short()}",
@@ -370,10 +373,10 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
         f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
         f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
-        *([f"precision fp8 was asked for, but {cluster.gpu.name} has no FP8 tensor cores: this recipe trains "
+        *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "
            "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
-        f"yaml-language-server: $schema={schema_ref}",
+        f"yaml-language-server: $schema={one_line(schema_ref)}",
     ])
 
 
