@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from automodel_dist.output import Output, output_path, write_outputs
 from automodel_dist.textsafe import printable
 
 if TYPE_CHECKING:
+    from automodel_dist.findings import Report
     from automodel_dist.html_report import ReportData
 
 
@@ -55,14 +55,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.output is None:
         raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
                          hint="add -o run/recipe.yaml")
-    kwargs = {}
     out = None if args.output is None else output_path(args.output)
-    if out is not None:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
-        from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
-
-        schema = SCHEMAS_DIR / RECIPE_SCHEMA
-        kwargs["schema_ref"] = Path(os.path.relpath(schema, out.resolve().parent)).as_posix()
-    result = compile_intent(args.intent, args.overrides, **kwargs)
+    result = compile_intent(args.intent, args.overrides)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if out is None:
         _print(text)
@@ -78,7 +72,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | os.PathLike[str]] = (),
+def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | Path] = (),
                       force: bool = False) -> None:
     """Render the HTML report and write it through the one writer (`explain --html`, `dry-run --html`)."""
     from automodel_dist.html_report import render_page
@@ -103,13 +97,44 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
-    from automodel_dist.validate import validate_recipe
 
-    report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
-                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
-                             sbatch=Path(args.sbatch) if args.sbatch else None)
-    _print(render_report(report, fmt=args.format))
-    return 0 if report.ok else 1
+    if args.sbatch and len(args.recipe) > 1:
+        raise InputError("--sbatch judges one launch script with one recipe", hint="validate one recipe with --sbatch")
+    if len(args.recipe) == 1:
+        report = _validate_one(args, args.recipe[0])
+        _print(render_report(report, fmt=args.format))
+        return 0 if report.ok else 1
+    # Several recipes (a pre-commit hook passes every changed one): each is judged on its own, a bad file
+    # is reported and the others still checked; the exit code is the worst.
+    worst, reports = 0, []
+    for recipe in args.recipe:
+        try:
+            report = _validate_one(args, recipe)
+        except AutomodelDistError as exc:
+            print(printable(f"automodel-dist validate: error: {exc}"), file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        reports.append(report)
+        worst = max(worst, 0 if report.ok else 1)
+        if args.format == "text":
+            _print(render_report(report))
+    if args.format == "json":
+        _print(json.dumps([report.to_json() for report in reports], indent=2) + "\n")
+    return worst
+
+
+def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
+    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
+    from automodel_dist.validate import header_world, validate_recipe
+    from automodel_dist.yamlio import read_text_file
+
+    nodes, gpus_per_node = args.nodes, args.gpus_per_node
+    if nodes is None and gpus_per_node is None:
+        stated = header_world(read_text_file(recipe, what="recipe file", expected="the path of a .yaml file"))
+        nodes, gpus_per_node = stated or (None, None)
+    nodes, gpus_per_node = nodes or 1, gpus_per_node or 8
+    return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
+                           model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
@@ -121,8 +146,19 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     from automodel_dist.resources import INTENT_SCHEMA, RECIPE_SCHEMA, SCHEMAS_DIR
 
-    name = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}[args.which]
-    sys.stdout.write((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+    names = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}
+    if args.write is None:
+        if args.which is None:
+            raise InputError("say which schema to print, or where to write both",
+                             hint="automodel-dist schema intent | schema recipe | schema --write DIR")
+        sys.stdout.write((SCHEMAS_DIR / names[args.which]).read_text(encoding="utf-8"))
+        return 0
+    # Editors are pointed at these files (README, Editors): a stable place, outside any one checkout.
+    folder = Path(args.write)
+    chosen = [names[args.which]] if args.which else list(names.values())
+    outputs = [Output(folder / name, (SCHEMAS_DIR / name).read_text(encoding="utf-8")) for name in chosen]
+    written = write_outputs(outputs, force=args.force)
+    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
     return 0
 
 
@@ -164,9 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
-    p.add_argument("recipe", help="AutoModel recipe YAML")
-    p.add_argument("--nodes", type=_positive_int, default=1)
-    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("recipe", nargs="+", help="AutoModel recipe YAML (several: each is judged on its own)")
+    p.add_argument("--nodes", type=_positive_int,
+                   help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
+    p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
     p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
     p.add_argument("--sbatch", metavar="PATH", help="the Slurm script that launches the recipe (judged with it)")
@@ -191,8 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_dry_run)
 
-    p = sub.add_parser("schema", help="print a JSON Schema")
-    p.add_argument("which", choices=("intent", "recipe"))
+    p = sub.add_parser("schema", help="print a JSON Schema, or write both for an editor to use")
+    p.add_argument("which", nargs="?", choices=("intent", "recipe"))
+    p.add_argument("--write", metavar="DIR", help="write the schema files (both unless one is named) into DIR")
+    p.add_argument("--force", action="store_true", help="replace schema files in DIR that automodel-dist did not write")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("presets", help="list model or hardware presets")

@@ -15,7 +15,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
-from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe, pinned_to_one
+from automodel_dist.targets.automodel.emit import emit_recipe, pinned_to_one
 
 Source = str | Path | Mapping[str, Any]
 
@@ -90,18 +90,17 @@ def _pin_where(intent: Intent) -> Any:
     return lambda name: intent.where(f"parallelism.{name}")
 
 
-def compile_intent(source: Source, overrides: Iterable[str] = (), *,
-                   schema_ref: str = DEFAULT_SCHEMA_REF) -> CompileResult:
+def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResult:
     """Compile an intent (path, YAML text or mapping) into an AutoModel recipe.
 
     Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
     """
-    intent = load_intent(source, tuple(overrides))
+    intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     result = plan(problem)
     best = result.best
     yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=intent.base_recipe,
-                                    schema_ref=schema_ref, pin_where=_pin_where(intent),
+                                    pin_where=_pin_where(intent),
                                     model_id=model_id(intent, problem))
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
                          alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,
@@ -139,7 +138,7 @@ def estimate(source: Source, overrides: Iterable[str] = ()) -> Estimate:
     from automodel_dist.cost.model import estimate_layout
     from automodel_dist.rules import check_layout
 
-    intent = load_intent(source, tuple(overrides))
+    intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     layout = pinned_layout(problem, intent)
     findings = check_layout(layout, model=problem.model, cluster=problem.cluster, training=problem.training)

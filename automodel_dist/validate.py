@@ -8,7 +8,9 @@ key. A check that cannot be judged is skipped with a note; bad input is an Input
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,31 +20,58 @@ from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
+from automodel_dist.limits import RECIPE_SIZES, check_sizes, check_text_size, check_world, read_text_file
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
+from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
-from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
+from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
-from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
+from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, split_path
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                    model: Any = None, gpu: str | None = None, sbatch: str | Path | None = None) -> Report:
+                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None) -> Report:
     """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more.
 
     `sbatch` is the Slurm script that launches the recipe (a path, or its text when it has a newline):
     the launch rules then judge the script too, its findings at the script's lines.
     """
-    _check_world(world_size, gpus_per_node)
+    check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = _read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
-    config, missing = resolve_config(doc.data)
+    secrets = EnvSecrets()
+    config, missing = resolve_config(doc.data, secrets=secrets)
+    with redacting(secrets):
+        check_sizes(config, RECIPE_SIZES, doc.where)
+        report = _judge_recipe(doc, config, missing, world_size=world_size, gpus_per_node=gpus_per_node,
+                               model=model, gpu=gpu, sbatch_text=sbatch_text, sbatch_file=sbatch_file)
+    report.findings = redacted(report.findings, secrets)
+    return report
+
+
+@contextmanager
+def redacting(secrets: EnvSecrets) -> Iterator[None]:
+    """An InputError raised inside names `${VAR}`, never the value the environment gave it."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(secrets.redact(exc.message) or "", where=exc.where, hint=secrets.redact(exc.hint)) from None
+
+
+def redacted(findings: list[Finding], secrets: EnvSecrets) -> list[Finding]:
+    """Findings whose message, hint and AutoModel message name `${VAR}`, never its value."""
+    return [replace(f, message=secrets.redact(f.message), hint=secrets.redact(f.hint),
+                    automodel_message=secrets.redact(f.automodel_message)) for f in findings]
+
+
+def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, world_size: int, gpus_per_node: int,
+                  model: Any, gpu: GpuSpec | str | None, sbatch_text: str | None, sbatch_file: str | None) -> Report:
     if is_diffusion_recipe(config):
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
@@ -76,7 +105,11 @@ def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
     """(text, file name) of the launch script: a Path or a one-line string is a path, other text the script."""
     if sbatch is None:
         return None, None
+    if not isinstance(sbatch, (str, Path)):
+        raise InputError(f"sbatch must be a path or the script's text, not {type(sbatch).__name__}",
+                         hint="pass the path of the Slurm script that launches the recipe")
     if isinstance(sbatch, str) and "\n" in sbatch:
+        check_text_size(sbatch, what="sbatch script", where="<sbatch>")
         return sbatch, "<sbatch>"
     text = read_text_file(sbatch, what="sbatch script", expected="the Slurm script that launches the recipe")
     return text, str(sbatch)
@@ -101,16 +134,28 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
             for dup in doc.duplicate_keys]
 
 
+_WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
+def header_world(text: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+
+    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
+    `compile` writes the line into every recipe's header.
+    """
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return None  # the opening comment block is over
+        match = _WORLD_HEADER.match(stripped)
+        if match and int(match[1]) > 0 and int(match[2]) > 0:
+            return int(match[1]), int(match[2])
+    return None
+
+
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
     """AutoModel's diffusion recipes (recipes/diffusion/train.py) use `fsdp:` / `ddp:`, not `distributed:`."""
     return "distributed" not in config and any(key in config for key in ("fsdp", "ddp", "flow_matching"))
-
-
-def _check_world(world_size: Any, gpus_per_node: Any) -> None:
-    for name, value in (("world size", world_size), ("GPUs per node", gpus_per_node)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}",
-                             hint="pass --nodes N and --gpus-per-node G (world size = N × G)")
 
 
 def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> ModelSpec | None:
@@ -126,12 +171,10 @@ def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> Mo
     return resolved.spec
 
 
-def _gpu(name: str | None) -> GpuSpec | None:
-    if name is None:
-        return None
-    from automodel_dist.catalog.hardware import get_gpu
+def _gpu(gpu: GpuSpec | str | None) -> GpuSpec | None:
+    from automodel_dist.catalog.hardware import resolve_gpu
 
-    return get_gpu(name, where="--gpu")
+    return resolve_gpu(gpu, where="--gpu")
 
 
 def _cluster(gpu: GpuSpec | None, world_size: int, gpus_per_node: int) -> ClusterSpec:
@@ -227,8 +270,6 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
 
 def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:
     """Schema violations the rules above did not already report (the schema owns shapes and enums)."""
-    if not (SCHEMAS_DIR / RECIPE_SCHEMA).is_file():
-        return [r.SKIPPED.finding("recipe schema not installed: shape checks skipped", path="")]
     from automodel_dist.schema_check import schema_issues
 
     # A finding covers its own key and, below the top level, everything under it (a rule that judged

@@ -21,6 +21,12 @@ fi
 if .venv/bin/python -c 'import triton' 2>/dev/null; then
   $PIP uninstall --quiet --disable-pip-version-check -y triton
 fi
+# The real YAML language server, for the editor tests (tests/test_editor.py), into ./node_modules (gitignored).
+YLS_VERSION=1.25.0
+if command -v npm >/dev/null 2>&1 && ! grep -qs "\"version\": \"$YLS_VERSION\"" node_modules/yaml-language-server/package.json; then
+  npm install --silent --no-save --no-package-lock --no-audit --no-fund --prefix "$PWD" "yaml-language-server@$YLS_VERSION" \
+    || echo "warning: could not install yaml-language-server (the editor tests will fail)" >&2
+fi
 # Debian packages the tests use: shellcheck (launch scripts) and chromium (the HTML report, rendered headless).
 for tool in shellcheck chromium; do
   if ! command -v "$tool" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

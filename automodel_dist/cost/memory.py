@@ -173,8 +173,9 @@ class RecipeOptions:
     `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
     gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
-    `blocking_pipeline_recv`: the pipeline runtime blocks on receives before independent compute
-    (torch.distributed.pipelining, AutoModel's; Megatron's schedules do not).
+    `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
+    cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
+    "rowwise", "blockwise", "mxfp8").
     """
 
     checkpointing: str | None = None
@@ -183,7 +184,8 @@ class RecipeOptions:
     defer_grad_sync: bool = True
     reduce_dtype: str = "float32"
     async_tp: bool = False
-    blocking_pipeline_recv: bool = True
+    framework: str = "automodel"
+    fp8_recipe: str = "tensorwise"
 
     @property
     def reduce_bytes(self) -> int:

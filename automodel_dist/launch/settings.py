@@ -1,6 +1,6 @@
 """The intent's optional `launcher:` block, read once into a typed record both launchers share.
 
-The intent schema (`schemas/intent.schema.json`, `launcher`) checks every value, with its line and
+The intent schema (`data/schemas/intent.schema.json`, `launcher`) checks every value, with its line and
 column, when the intent is loaded. Its patterns are the one statement of what may reach a launch script
 (Slurm's names, paths without shell or #SBATCH metacharacters, text without control characters); this
 module checks them again, from the same schema, on whatever mapping it is given (a caller of

@@ -9,13 +9,16 @@ be read at all is reported by the parser as an input error.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
+from automodel_dist.limits import path_exists
 from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import listing
@@ -70,11 +73,18 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     out: list[Finding] = []
     _check_recipe_target(config, out)
     dist = as_mapping(config.get("distributed"))
-    if "distributed" not in config:
-        out.append(r.DISTRIBUTED_MISSING.finding(
-            "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
-            "cfg.distributed", path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is "
-            "inferred)"))
+    recipe_class = _recipe_class(config)
+    if recipe_class not in DISTRIBUTED_OPTIONAL:
+        if "distributed" not in config:
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
+                "cfg.distributed", path="", hint=_ADD_DISTRIBUTED))
+        elif config["distributed"] is None and recipe_class is not None:
+            # A generation config (no recipe class) may say `distributed: null`; a training recipe may not.
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                f"{recipe_class} builds its device meshes from the distributed section, which is null",
+                path="distributed", hint=_ADD_DISTRIBUTED,
+                automodel_message="TypeError: 'NoneType' object is not iterable"))
     strategy = _check_strategy(dist, out)
     pp, ep, tp = (mesh_degree(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
     if strategy is not None:
@@ -178,11 +188,27 @@ def _suggest(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
+# Recipe classes that build meshes only when the recipe has a `distributed:` section (`if self.cfg.get(
+# "distributed", None) is not None` in nemo_automodel/recipes/llm/train_{eagle1,eagle3,dflash,dspark,vispec}.py;
+# Eagle2, DFlash2, Domino and JetSpec inherit it). Every other recipe reads cfg.distributed unconditionally.
+DISTRIBUTED_OPTIONAL = frozenset({"TrainEagle1Recipe", "TrainEagle2Recipe", "TrainEagle3Recipe", "TrainDFlashRecipe",
+                                  "TrainDFlash2Recipe", "TrainDominoRecipe", "TrainJetSpecRecipe", "TrainDSparkRecipe",
+                                  "TrainVispecRecipe", "TrainVispecStage1Recipe"})
+
+
+_ADD_DISTRIBUTED = "add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)"
+
+
+def _recipe_class(config: Mapping[str, Any]) -> str | None:
+    """The recipe class the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping)."""
     target = config.get("recipe")
     if isinstance(target, Mapping):
         target = target.get("_target_")
-    if not isinstance(target, str) or not target.strip():
+    return target.strip().rpartition(".")[2] if isinstance(target, str) and target.strip() else None
+
+
+def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
+    if _recipe_class(config) is None:
         out.append(r.RECIPE_TARGET.finding(
             "the recipe does not name its recipe class (top-level `recipe:`): the `automodel` CLI will refuse it",
             hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction` (not needed when a recipe script "
@@ -419,16 +445,17 @@ def _check_model_path(model: Mapping[str, Any], out: list[Finding]) -> None:
         if not isinstance(value, str) or not value.strip():
             continue
         local = Path(value).expanduser()
+        exists = path_exists(local)  # a NUL or an over-long name is no path
         weights = path == "model.pretrained_model_name_or_path"
-        if weights and (value.endswith(".json") or local.is_file()):
+        if weights and (value.endswith(".json") or (exists and local.is_file())):
             out.append(r.MODEL_PATH.finding(
                 f"{value!r} names a file; from_pretrained loads the model (config.json, weights, tokenizer) "
                 "from its folder or a hub id", path=path, hint=f"point it at the folder: {local.parent}"))
-        elif value.startswith(("./", "../")) or (not local.is_absolute() and local.exists()):
+        elif value.startswith(("./", "../")) or (not local.is_absolute() and exists):
             out.append(r.MODEL_PATH.finding(
                 f"{value!r} is a relative path: transformers resolves it against the directory the job starts in, "
                 "not the recipe's folder", path=path, severity=WARNING,
-                hint=f"write the absolute path{f' ({local.resolve()})' if local.exists() else ''}",
+                hint=f"write the absolute path{f' ({local.resolve()})' if exists else ''}",
                 automodel_message=f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{value}'. "
                                   "Use `repo_type` argument if needed."))
 
@@ -571,9 +598,11 @@ def _check_checkpoint(ckpt: Mapping[str, Any], out: list[Finding]) -> None:
 
 
 def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int, out: list[Finding]) -> None:
+    timeout = env.get("timeout_minutes")
+    if timeout is not None and _check_timeout_value(timeout, out):
+        return
     if world_size <= gpus_per_node:
         return
-    timeout = env.get("timeout_minutes")
     if timeout is None or (isinstance(timeout, (int, float)) and timeout < MULTI_NODE_TIMEOUT_MINUTES):
         shown = "unset (AutoModel's default: 1 minute)" if timeout is None else f"{timeout} minutes"
         nodes = -(-world_size // gpus_per_node)  # a partly filled last node is a node too
@@ -582,3 +611,32 @@ def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int,
             "and checkpoint saves across nodes routinely take longer",
             path="dist_env.timeout_minutes" if timeout is not None else "dist_env",
             hint=f"set dist_env.timeout_minutes: {MULTI_NODE_TIMEOUT_MINUTES} or more"))
+
+
+# torch hands a process-group timeout to C++ as int64 microseconds (gloo refuses a larger one with "Invalid
+# timeout"; checked with torch 2.13): 2**63 - 1 µs is about 1.5e11 minutes (292,000 years).
+MAX_TIMEOUT_MINUTES = (2**63 - 1) // 60_000_000
+
+
+def _check_timeout_value(timeout: Any, out: list[Finding]) -> bool:
+    """AutoModel builds `datetime.timedelta(minutes=timeout_minutes)` at start-up (initialize_distributed):
+    a non-number is a TypeError, NaN a ValueError, infinity or 1e30 an OverflowError, and torch refuses a
+    negative timeout or one past int64 microseconds. True when the value is one of these (a finding added)."""
+    if isinstance(timeout, bool):
+        return False  # timedelta(minutes=True) is one minute; the schema says it is not a number
+    if not isinstance(timeout, (int, float)):
+        problem, fails = f"is {timeout!r}, not a number", "timedelta(minutes=...) raises TypeError"
+    elif math.isnan(timeout):
+        problem, fails = "is NaN", "timedelta(minutes=nan) raises ValueError"
+    elif timeout > MAX_TIMEOUT_MINUTES:
+        problem = f"is {timeout:g} minutes, past the {MAX_TIMEOUT_MINUTES:.3g} minutes (int64 microseconds) torch holds"
+        fails = ("timedelta raises OverflowError" if timeout > timedelta.max / timedelta(minutes=1)
+                 else "torch refuses it as an invalid timeout")
+    elif timeout <= 0:
+        problem, fails = f"is {timeout:g} minutes", "every collective times out at once (torch refuses a negative one)"
+    else:
+        return False
+    out.append(r.DIST_ENV_TIMEOUT_VALUE.finding(
+        f"dist_env.timeout_minutes {problem}: AutoModel fails at start-up ({fails})",
+        hint=f"set dist_env.timeout_minutes to a number of minutes, e.g. {MULTI_NODE_TIMEOUT_MINUTES}"))
+    return True

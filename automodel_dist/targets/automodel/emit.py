@@ -27,8 +27,11 @@ from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import pipeline_split, stage_split
 from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
+from automodel_dist.resources import RECIPE_SCHEMA
+from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
+    RECIPE_SECTIONS,
     STRATEGY_KEYS,
     canonical_strategy,
     mesh_degree,
@@ -39,7 +42,6 @@ from automodel_dist.targets.automodel.model_classes import automodel_moe
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
-DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 SCRATCH_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_config"  # random weights from the architecture
@@ -273,7 +275,8 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
             b.put("experts", "te", "TE grouped experts run FP8 (with a DeepEP/HybridEP dispatcher)")
         else:
             b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
-        b.put("dispatcher", layout.dispatcher, choice.reason)
+        reason = choice.reason if layout.dispatcher == choice.name else "the intent's dispatcher pin"
+        b.put("dispatcher", layout.dispatcher, reason)
         if fp8:
             recipe = "mxfp8" if capability_major(cluster.gpu.compute_capability) == 10 else "current"
             b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
@@ -371,7 +374,9 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     return data
 
 
-def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str) -> str:
+def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
+    """The comment block above the recipe. It names the schema by its `$id`, not by a path: a path would
+    break as soon as the recipe is copied, and editors map the id to the installed file (README, Editors)."""
     model, cluster, training = problem.model, problem.cluster, problem.training
     kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
             else "dense")
@@ -382,6 +387,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
         f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
         f"{training.precision}",
+        f"world: {cluster.nodes} x {cluster.gpus_per_node}",
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
@@ -390,7 +396,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str
         *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "
            "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
-        f"yaml-language-server: $schema={one_line(schema_ref)}",
+        f"schema: {load_schema(RECIPE_SCHEMA)['$id']} (`automodel-dist schema --write DIR` for editors)",
     ])
 
 
@@ -407,6 +413,16 @@ def _normalized_pin_value(name: str, value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def check_base_is_recipe(base: Document) -> None:
+    """A base recipe is a mapping with at least one of AutoModel's recipe sections. The message names no
+    key or value of the file: a file that is not a recipe may hold secrets, and errors end up in CI logs."""
+    if not any(isinstance(key, str) and key in RECIPE_SECTIONS for key in base.data):
+        raise InputError("the base recipe is not an AutoModel recipe: its top level has none of the recipe "
+                         "sections (" + ", ".join(sorted(RECIPE_SECTIONS)[:12]) + ", ...)", where=base.filename,
+                         hint="base_recipe names an AutoModel recipe YAML to merge the layout into; remove it "
+                              "to compile a recipe from scratch")
 
 
 def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
@@ -479,7 +495,7 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
-                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None,
+                pin_where: PinWhere | None = None,
                 model_id: str | None = None) -> tuple[str, dict]:
     """(recipe YAML text, the same recipe as a plain mapping).
 
@@ -489,11 +505,12 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
         doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
+        check_base_is_recipe(doc)
         check_base_against_pins(problem, doc, pin_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)
         data = merge_into_base(data, ours, layout)
     else:
         data = ours
     text = dump_yaml(data, explicit_null=True)
-    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate, schema_ref).splitlines())
+    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate).splitlines())
     return head + text, to_plain(data)
