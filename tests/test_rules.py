@@ -9,7 +9,6 @@ A final test checks that every registered rule id has a case here.
 from __future__ import annotations
 
 import copy
-import timeit
 from typing import Any
 
 import pytest
@@ -142,13 +141,12 @@ def test_automodel_wording_is_formatted_with_the_values() -> None:
                                          "(3 * 1 * 1 = 3)")
 
 
-def test_valid_layout_is_fast() -> None:
+def test_a_valid_pipelined_moe_layout_has_no_findings() -> None:
+    """The layout benchmarks/per_layout_speed.py times: valid, so the checker runs every rule to the end."""
     layout = lay(64, pp=2, cp=2, ep=8, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=4)
     kwargs = {"model": QWEN3_MOE, "cluster": ClusterSpec(get_gpu("h100-80gb"), nodes=8, gpus_per_node=8),
               "training": PACKED_4K}
     assert check_layout(layout, **kwargs) == []
-    per_call = min(timeit.repeat(lambda: check_layout(layout, **kwargs), number=2000, repeat=3)) / 2000
-    assert per_call < 20e-6, f"check_layout took {per_call * 1e6:.1f} µs on a valid layout"
 
 
 # --------------------------------------------------------------------------------------------------
