@@ -24,6 +24,7 @@ faster (it may need less memory, which is why the memory objective judges them a
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -38,6 +39,8 @@ from automodel_dist.rules.registry import divisors
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
+# (problem, layout, cannot_place) -> the estimate, or None for a fitting layout cannot_place rules out
+Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], Estimate | None]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
@@ -81,6 +84,7 @@ class Search:
     reasons: dict[str, str] = field(default_factory=dict)
     considered: int = 0
     dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
+    untimed_fits: int = 0  # fitting layouts a bound showed could not place (not in `candidates`)
 
     @property
     def fitting(self) -> list[Candidate]:
@@ -152,14 +156,63 @@ def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, e
                   micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size)
 
 
-class _Enumerator:
-    """One pass over the space for one problem; records drops, estimates and the count considered."""
+class _Standing:
+    """What the fitting layouts timed so far guarantee about the final ranking (see `rank`).
 
-    def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool) -> None:
+    A layout whose best case (a ceiling on its throughput; under the memory objective its exact peak) is
+    outside the best value's tie band and strictly worse than the best layouts of `ALTERNATIVES_KEPT` + 1
+    distinct structures ranks behind all of them: it is neither the winner nor the best of a structure
+    among the alternatives kept, so it need not be timed. Values only improve as the search goes on, so
+    a cut-off refreshed now and then is a safe (looser) one.
+    """
+
+    KEPT = ALTERNATIVES_KEPT + 1
+    REFRESH = 64  # improvements between cut-off refreshes
+    MARGIN = 1e-9  # relative: the bound and the estimate sum the same parts in different orders
+
+    def __init__(self, memory_objective: bool) -> None:
+        self.memory = memory_objective
+        self.by_structure: dict[tuple, float] = {}  # best value per structure, smaller is better
+        self.best = float("inf")
+        self.cutoff = float("inf")
+        self.improved = 0
+
+    def add(self, candidate: Candidate) -> None:
+        est = candidate.estimate
+        value = est.memory_gib if self.memory else -est.tokens_per_s_per_gpu
+        self.best = min(self.best, value)
+        key = structure(candidate.layout)
+        if value < self.by_structure.get(key, float("inf")):
+            self.by_structure[key] = value
+            self.improved += 1
+            if self.improved >= self.REFRESH or (self.cutoff == float("inf")
+                                                 and len(self.by_structure) >= self.KEPT):
+                self.cutoff = heapq.nsmallest(self.KEPT, self.by_structure.values())[-1] \
+                    if len(self.by_structure) >= self.KEPT else float("inf")
+                self.improved = 0
+
+    def cannot_place(self, tokens_ceiling: float, peak_gib: float) -> bool:
+        if self.memory:
+            value = peak_gib * (1.0 - self.MARGIN)
+            return value > self.best * (1.0 + THROUGHPUT_TIE) and value > self.cutoff
+        ceiling = tokens_ceiling * (1.0 + self.MARGIN)
+        return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
+
+
+class _Enumerator:
+    """One pass over the space for one problem; records drops, estimates and the count considered.
+
+    With `screen` (the cost model's `estimate_unless`), fitting layouts that `_Standing` shows cannot
+    place are counted but not timed."""
+
+    def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
+                 screen: Screen | None = None) -> None:
         self.p = problem
         self.check = check
         self.estimate = estimate
         self.first_fit = first_fit
+        self.screen = screen
+        self.standing = _Standing(problem.objective == "memory")
         self.search = Search(problem)
         self.found_fit = False
         model, cluster = problem.model, problem.cluster
@@ -335,10 +388,20 @@ class _Enumerator:
                     self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
             batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
             return "batch" if batch else "structural"
-        est = self.estimate(self.p, layout)
-        self.search.candidates.append(Candidate(layout, est))
+        if self.screen is None:
+            est = self.estimate(self.p, layout)
+        else:
+            est = self.screen(self.p, layout, self.standing.cannot_place)
+            if est is None:
+                self.search.untimed_fits += 1
+                self.found_fit = True
+                return "fits"
+        candidate = Candidate(layout, est)
+        self.search.candidates.append(candidate)
         if fits(self.p, est):
             self.found_fit = True
+            if self.screen is not None:
+                self.standing.add(candidate)
             return "fits"
         return "too-big"
 
@@ -423,14 +486,23 @@ def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
     return out
 
 
-def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None) -> Plan:
+def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
+         exhaustive: bool = False) -> Plan:
     """The best layout for the objective, the runners-up, and what the rules pruned.
 
+    With the cost model's estimator, fitting layouts whose throughput ceiling (memory objective: peak)
+    cannot place are counted but not timed (`_Standing`); `exhaustive` times every layout (the same plan:
+    tests/test_planner.py compares the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
+    screen = None
+    if estimate is None and not exhaustive:
+        from automodel_dist.cost.model import estimate_unless
+
+        screen = estimate_unless
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
-    result = search(problem, check=check, estimate=estimate)
+    result = _Enumerator(problem, check, estimate, False, screen).run()
     ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
@@ -439,7 +511,8 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
-                considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked),
+                considered=result.considered, reasons=dict(sorted(result.reasons.items())),
+                feasible=len(ranked) + result.untimed_fits,
                 dropped=result.dropped)
 
 
