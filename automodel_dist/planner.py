@@ -39,8 +39,8 @@ from automodel_dist.rules.registry import divisors
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
-# (problem, layout, cannot_place) -> the estimate, or None for a fitting layout cannot_place rules out
-Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], Estimate | None]
+# (problem, layout, cannot_place) -> (fits, the estimate or None: not fitting, or ruled out by cannot_place)
+Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], tuple[bool, Estimate | None]]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
@@ -203,7 +203,8 @@ class _Enumerator:
     """One pass over the space for one problem; records drops, estimates and the count considered.
 
     With `screen` (the cost model's `estimate_unless`), fitting layouts that `_Standing` shows cannot
-    place are counted but not timed."""
+    place are counted but not timed, and layouts that do not fit are timed only if nothing fits (in
+    their order, as an exhaustive search would have listed them)."""
 
     def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
                  screen: Screen | None = None) -> None:
@@ -213,6 +214,7 @@ class _Enumerator:
         self.first_fit = first_fit
         self.screen = screen
         self.standing = _Standing(problem.objective == "memory")
+        self.unfit: list[Layout] = []  # not fitting, not yet timed (with `screen`)
         self.search = Search(problem)
         self.found_fit = False
         model, cluster = problem.model, problem.cluster
@@ -337,6 +339,8 @@ class _Enumerator:
                 with_ac = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
+        if self.screen is not None and not self.found_fit:
+            self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
         return self.search
 
     def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
@@ -391,11 +395,14 @@ class _Enumerator:
         if self.screen is None:
             est = self.estimate(self.p, layout)
         else:
-            est = self.screen(self.p, layout, self.standing.cannot_place)
-            if est is None:
+            fit, est = self.screen(self.p, layout, self.standing.cannot_place)
+            if est is None and fit:
                 self.search.untimed_fits += 1
                 self.found_fit = True
                 return "fits"
+            if est is None:
+                self.unfit.append(layout)
+                return "too-big"
         candidate = Candidate(layout, est)
         self.search.candidates.append(candidate)
         if fits(self.p, est):

@@ -416,6 +416,14 @@ def test_the_bound_skips_timing_and_keeps_the_plan(objective: str) -> None:
     assert_bounded_plan_is_exhaustive(problem)
 
 
+def test_nothing_fits_says_the_same_as_the_exhaustive_search() -> None:
+    """Layouts that do not fit are timed only when nothing fits, in the order the exhaustive search lists them."""
+    problem = problem_of(intent(model="deepseek-ai/DeepSeek-V3", nodes=8, global_batch_size=4096, task="pretrain"))
+    assert_bounded_plan_is_exhaustive(problem)
+    with pytest.raises(InfeasibleError):
+        plan(problem)
+
+
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-70B"])
 def test_step_time_floor_bounds_the_step_under_every_option(model: str) -> None:
     """The premise of the bound: no layout steps faster than its floor, under any setting the compiler may write."""

@@ -55,18 +55,22 @@ def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
 CannotPlace = Callable[[float, float], bool]
 
 
-def estimate_unless(problem: Problem, layout: Layout, cannot_place: CannotPlace) -> Estimate | None:
-    """`estimate_layout`, or None for a layout that fits but whose best case `cannot_place` rules out.
+def estimate_unless(problem: Problem, layout: Layout, cannot_place: CannotPlace) -> tuple[bool, Estimate | None]:
+    """Whether `layout` fits, and its `estimate_layout` unless the planner has no use for it yet.
 
-    Memory comes first (it decides fitting); a fitting layout's throughput ceiling is its step time floor
-    (`throughput.step_time_floor`), so the planner skips timing layouts that cannot beat those it has."""
-    return _planned(problem, layout, cannot_place)[1]
+    Memory comes first (it decides fitting). No estimate for a layout that does not fit (only a search
+    where nothing fits reports those: the planner times them then) nor for one that fits but whose best
+    case `cannot_place` rules out: its throughput ceiling comes from the step time floor
+    (`throughput.step_time_floor`)."""
+    _, est, fit = _planned(problem, layout, cannot_place)
+    return fit, est
 
 
 def _planned(problem: Problem, layout: Layout, cannot_place: CannotPlace | None = None
-             ) -> tuple[RecipeOptions, Estimate | None]:
+             ) -> tuple[RecipeOptions, Estimate | None, bool]:
     """Memory first: only settings that could win are timed (all that fit when speed decides, else the
-    one with the smallest peak); none when the layout fits and `cannot_place` rules it out."""
+    one with the smallest peak); with `cannot_place`, none when the layout does not fit or cannot place.
+    Returns the settings, the estimate and whether the layout fits."""
     choices = option_choices(problem, layout)
     shape = model_shape(problem.model, problem.training)
     limit = memory_limit_gib(problem)
@@ -74,15 +78,15 @@ def _planned(problem: Problem, layout: Layout, cannot_place: CannotPlace | None 
                                     options=o) for o in choices]
     peaks = [sum(m.values()) for m in mems]
     fitting = [i for i, peak in enumerate(peaks) if peak <= limit]
-    if cannot_place is not None and fitting and cannot_place(
-            _tokens_ceiling(problem, layout, shape), min(peaks[i] for i in fitting)):
-        return choices[fitting[0]], None
+    if cannot_place is not None and (not fitting or cannot_place(
+            _tokens_ceiling(problem, layout, shape), min(peaks[i] for i in fitting))):
+        return choices[fitting[0] if fitting else 0], None, bool(fitting)
     if len(fitting) < 2 or problem.objective == "memory":
         i = min(fitting or range(len(choices)), key=lambda j: peaks[j])
-        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i])
+        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i]), bool(fitting)
     timed = [(_estimate(problem, layout, choices[i], mem=mems[i]), i) for i in fitting]
     est, i = min(timed, key=lambda t: (t[0].step_time_s, t[1]))
-    return choices[i], est
+    return choices[i], est, True
 
 
 def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> float:
@@ -117,7 +121,9 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     time the same layout as those stacks run it). `params` replaces the fitted parameters (the fit's trials).
     """
     if options is None:
-        return _planned(problem, layout)[1]
+        est = _planned(problem, layout)[1]
+        assert est is not None  # only a `cannot_place` leaves a layout untimed
+        return est
     return _estimate(problem, layout, options, params=params)
 
 
