@@ -339,7 +339,7 @@ class _Enumerator:
                 with_ac = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
-        if self.screen is not None and not self.found_fit:
+        if self.screen is not None and not self.found_fit and not self.first_fit:
             self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
         return self.search
 
@@ -414,9 +414,11 @@ class _Enumerator:
 
 
 def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-           first_fit: bool = False) -> Search:
-    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits."""
-    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit).run()
+           first_fit: bool = False, screen: Screen | None = None) -> Search:
+    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits; with a
+    `screen` it times no layout that does not fit (`candidates` then holds the fitting one only)."""
+    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit,
+                       screen).run()
 
 
 # -- ranking ----------------------------------------------------------------------------------------------
@@ -509,12 +511,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
         screen = estimate_unless
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
-    result = _Enumerator(problem, check, estimate, False, screen).run()
+    result = search(problem, check=check, estimate=estimate, screen=screen)
     ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
