@@ -115,8 +115,12 @@ def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
 
     root = load_schema(schema_filename)
     plain = doc.plain()
-    if verdict(plain, root, root) is True:  # surely valid: spare jsonschema's import
-        return []
+    try:
+        if verdict(plain, root, root) is True:  # surely valid: spare jsonschema's import
+            return []
+    except RecursionError:
+        pass  # nested too deep for a quick look: jsonschema judges
+
     issues: dict[tuple[PathKey, str], SchemaIssue] = {}
     for error in _validator(schema_filename).iter_errors(plain):
         for path, message, hint, severity in _explain(error, root):

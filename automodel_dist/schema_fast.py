@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from automodel_dist.limits import is_finite_number
+
 # Keywords that only annotate (editors, docs, our own explanations): no bearing on validity.
 ANNOTATIONS = frozenset({
     "$schema", "$id", "$defs", "$comment", "title", "description", "examples", "default", "deprecated",
@@ -34,17 +36,12 @@ def _all(verdicts: Any) -> Verdict:
     return None if unsure else True
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _type_ok(kind: str, value: Any) -> Verdict:
-    if kind in ("integer", "number"):
-        if not _is_number(value):
-            return False
-        if kind == "integer" and isinstance(value, float):
-            return None  # jsonschema counts 2.0 as an integer: let it judge
-        return True
+    """Our validator's types (schema_check): an integer is an int, a number is finite."""
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return is_finite_number(value)
     allowed = _TYPES.get(kind)
     return None if allowed is None else isinstance(value, allowed)
 
@@ -53,7 +50,7 @@ def _same(a: Any, b: Any) -> Verdict:
     """JSON equality for scalars (True is not 1); containers are left to jsonschema."""
     if isinstance(a, dict | list) or isinstance(b, dict | list):
         return None
-    return (type(a) is type(b) or (_is_number(a) and _is_number(b))) and a == b
+    return (type(a) is type(b) or (is_finite_number(a) and is_finite_number(b))) and a == b
 
 
 def _resolve(root: dict[str, Any], ref: str) -> Any:
@@ -102,7 +99,7 @@ def _keyword(keyword: str, arg: Any, value: Any, schema: dict[str, Any], root: d
         checks = [_same(value, option) for option in options]
         return True if True in checks else (None if None in checks else False)
     if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if not _is_number(value):
+        if not is_finite_number(value):
             return True
         return {"minimum": value >= arg, "maximum": value <= arg, "exclusiveMinimum": value > arg,
                 "exclusiveMaximum": value < arg}[keyword]

@@ -42,6 +42,7 @@ def test_every_example_intent_is_surely_valid(path: Path) -> None:
 
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 70000), st.floats(-2.0, 5e5, allow_nan=False),
+                    st.sampled_from([2.0, float("nan"), float("inf")]),
                     st.sampled_from(["auto", "fsdp2", "ddp", "h100-80gb", "b200", "sft", "peft", "pretrain",
                                      "memory", "throughput", "deepep", "torch", "acct\n", "", "Qwen/Qwen3-8B",
                                      "not a value", "bfloat16", "fp8", "1f1b"]))
