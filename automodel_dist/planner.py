@@ -24,6 +24,7 @@ faster (it may need less memory, which is why the memory objective judges them a
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -39,6 +40,8 @@ from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
+# (problem, layout, cannot_place) -> (fits, the estimate or None: not fitting, or ruled out by cannot_place)
+Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], tuple[bool, Estimate | None]]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
@@ -82,6 +85,7 @@ class Search:
     reasons: dict[str, str] = field(default_factory=dict)
     considered: int = 0
     dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
+    untimed_fits: int = 0  # fitting layouts a bound showed could not place (not in `candidates`)
 
     @property
     def fitting(self) -> list[Candidate]:
@@ -153,14 +157,65 @@ def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, e
                   micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size)
 
 
-class _Enumerator:
-    """One pass over the space for one problem; records drops, estimates and the count considered."""
+class _Standing:
+    """What the fitting layouts timed so far guarantee about the final ranking (see `rank`).
 
-    def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool) -> None:
+    A layout whose best case (a ceiling on its throughput; under the memory objective its exact peak) is
+    outside the best value's tie band and strictly worse than the best layouts of `ALTERNATIVES_KEPT` + 1
+    distinct structures ranks behind all of them: it is neither the winner nor the best of a structure
+    among the alternatives kept, so it need not be timed. Values only improve as the search goes on, so
+    a cut-off refreshed now and then is a safe (looser) one.
+    """
+
+    KEPT = ALTERNATIVES_KEPT + 1
+    REFRESH = 64  # improvements between cut-off refreshes
+    MARGIN = 1e-9  # relative: the bound and the estimate sum the same parts in different orders
+
+    def __init__(self, memory_objective: bool) -> None:
+        self.memory = memory_objective
+        self.by_structure: dict[tuple, float] = {}  # best value per structure, smaller is better
+        self.best = float("inf")
+        self.cutoff = float("inf")
+        self.improved = 0
+
+    def add(self, candidate: Candidate) -> None:
+        est = candidate.estimate
+        value = est.memory_gib if self.memory else -est.tokens_per_s_per_gpu
+        self.best = min(self.best, value)
+        key = structure(candidate.layout)
+        if value < self.by_structure.get(key, float("inf")):
+            self.by_structure[key] = value
+            self.improved += 1
+            if self.improved >= self.REFRESH or (self.cutoff == float("inf")
+                                                 and len(self.by_structure) >= self.KEPT):
+                self.cutoff = heapq.nsmallest(self.KEPT, self.by_structure.values())[-1] \
+                    if len(self.by_structure) >= self.KEPT else float("inf")
+                self.improved = 0
+
+    def cannot_place(self, tokens_ceiling: float, peak_gib: float) -> bool:
+        if self.memory:
+            value = peak_gib * (1.0 - self.MARGIN)
+            return value > self.best * (1.0 + THROUGHPUT_TIE) and value > self.cutoff
+        ceiling = tokens_ceiling * (1.0 + self.MARGIN)
+        return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
+
+
+class _Enumerator:
+    """One pass over the space for one problem; records drops, estimates and the count considered.
+
+    With `screen` (the cost model's `estimate_unless`), fitting layouts that `_Standing` shows cannot
+    place are counted but not timed, and layouts that do not fit are timed only if nothing fits (in
+    their order, as an exhaustive search would have listed them)."""
+
+    def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
+                 screen: Screen | None = None) -> None:
         self.p = problem
         self.check = check
         self.estimate = estimate
         self.first_fit = first_fit
+        self.screen = screen
+        self.standing = _Standing(problem.objective == "memory")
+        self.unfit: list[Layout] = []  # not fitting, not yet timed (with `screen`)
         self.search = Search(problem)
         self.found_fit = False
         model, cluster = problem.model, problem.cluster
@@ -285,6 +340,8 @@ class _Enumerator:
                 with_ac = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
+        if self.screen is not None and not self.found_fit and not self.first_fit:
+            self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
         return self.search
 
     def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
@@ -336,18 +393,33 @@ class _Enumerator:
                     self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
             batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
             return "batch" if batch else "structural"
-        est = self.estimate(self.p, layout)
-        self.search.candidates.append(Candidate(layout, est))
+        if self.screen is None:
+            est = self.estimate(self.p, layout)
+        else:
+            fit, est = self.screen(self.p, layout, self.standing.cannot_place)
+            if est is None and fit:
+                self.search.untimed_fits += 1
+                self.found_fit = True
+                return "fits"
+            if est is None:
+                self.unfit.append(layout)
+                return "too-big"
+        candidate = Candidate(layout, est)
+        self.search.candidates.append(candidate)
         if fits(self.p, est):
             self.found_fit = True
+            if self.screen is not None:
+                self.standing.add(candidate)
             return "fits"
         return "too-big"
 
 
 def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-           first_fit: bool = False) -> Search:
-    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits."""
-    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit).run()
+           first_fit: bool = False, screen: Screen | None = None) -> Search:
+    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits; with a
+    `screen` it times no layout that does not fit (`candidates` then holds the fitting one only)."""
+    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit,
+                       screen).run()
 
 
 # -- ranking ----------------------------------------------------------------------------------------------
@@ -424,23 +496,33 @@ def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
     return out
 
 
-def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None) -> Plan:
+def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
+         exhaustive: bool = False) -> Plan:
     """The best layout for the objective, the runners-up, and what the rules pruned.
 
+    With the cost model's estimator, fitting layouts whose throughput ceiling (memory objective: peak)
+    cannot place are counted but not timed (`_Standing`); `exhaustive` times every layout (the same plan:
+    tests/test_planner.py compares the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
+    screen = None
+    if estimate is None and not exhaustive:
+        from automodel_dist.cost.model import estimate_unless
+
+        screen = estimate_unless
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
-    result = search(problem, check=check, estimate=estimate)
+    result = search(problem, check=check, estimate=estimate, screen=screen)
     ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
-                considered=result.considered, reasons=dict(sorted(result.reasons.items())), feasible=len(ranked),
+                considered=result.considered, reasons=dict(sorted(result.reasons.items())),
+                feasible=len(ranked) + result.untimed_fits,
                 dropped=result.dropped)
 
 

@@ -111,9 +111,18 @@ def _validator(schema_filename: str) -> Draft202012Validator:
 
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
     """Every violation of `data/schemas/<schema_filename>` in `doc`, located and explained, in file order."""
-    issues: dict[tuple[PathKey, str], SchemaIssue] = {}
+    from automodel_dist.schema_fast import verdict
+
     root = load_schema(schema_filename)
-    for error in _validator(schema_filename).iter_errors(doc.plain()):
+    plain = doc.plain()
+    try:
+        if verdict(plain, root, root) is True:  # surely valid: spare jsonschema's import
+            return []
+    except RecursionError:
+        pass  # nested too deep for a quick look: jsonschema judges
+
+    issues: dict[tuple[PathKey, str], SchemaIssue] = {}
+    for error in _validator(schema_filename).iter_errors(plain):
         for path, message, hint, severity in _explain(error, root):
             pos = doc.locate(path)
             issue = SchemaIssue(path, message, hint, pos[0] if pos else None, pos[1] if pos else None, severity)

@@ -373,6 +373,72 @@ def test_search_finds_what_brute_force_finds(model: str, gpu: str, nodes: int, g
     assert_search_is_brute_force(problem_of(spec, objective=objective))
 
 
+def assert_bounded_plan_is_exhaustive(problem: Problem) -> None:
+    """The plan that skips timing layouts which cannot place is the plan that times every layout: the same
+    winner, alternatives (with their estimates), feasible count, rule drops and layouts considered."""
+    try:
+        exhaustive = plan(problem, exhaustive=True)
+    except InfeasibleError as err:
+        with pytest.raises(InfeasibleError) as bounded_err:
+            plan(problem)
+        assert str(bounded_err.value) == str(err)
+        return
+    bounded = plan(problem)
+    assert bounded.best == exhaustive.best
+    assert bounded.alternatives == exhaustive.alternatives
+    assert (bounded.feasible, bounded.considered) == (exhaustive.feasible, exhaustive.considered)
+    assert (bounded.pruned, bounded.reasons) == (exhaustive.pruned, exhaustive.reasons)
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1", "openai/gpt-oss-20b",
+                              "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B",
+                              "Qwen/Qwen3-Next-80B-A3B-Instruct"]),
+       gpu=st.sampled_from(["a100-40gb", "h100-80gb", "b200"]), nodes=st.sampled_from([1, 2, 4, 8, 16]),
+       seq_length=st.sampled_from([2048, 4096, 32768]), global_batch_size=st.sampled_from([16, 128, 512]),
+       task=st.sampled_from(["sft", "peft", "pretrain"]), objective=st.sampled_from(["throughput", "memory"]))
+def test_bounded_plan_is_the_exhaustive_plan(model: str, gpu: str, nodes: int, seq_length: int,
+                                             global_batch_size: int, task: str, objective: str) -> None:
+    spec = intent(model=model, gpu=gpu, nodes=nodes, seq_length=seq_length, global_batch_size=global_batch_size,
+                  task=task)
+    assert_bounded_plan_is_exhaustive(problem_of(spec, objective=objective))
+
+
+@pytest.mark.parametrize("objective", ["throughput", "memory"])
+def test_the_bound_skips_timing_and_keeps_the_plan(objective: str) -> None:
+    """On a large space most fitting layouts are counted without being timed, and the plan is unchanged."""
+    from automodel_dist.cost.model import estimate_unless
+    from automodel_dist.planner import _default_checker
+
+    problem = problem_of(intent(nodes=32, global_batch_size=512, task="pretrain"), objective=objective)
+    bounded = _Enumerator(problem, _default_checker(), estimate_layout, False, estimate_unless).run()
+    assert bounded.untimed_fits > len(bounded.fitting)
+    assert_bounded_plan_is_exhaustive(problem)
+
+
+def test_nothing_fits_says_the_same_as_the_exhaustive_search() -> None:
+    """Layouts that do not fit are timed only when nothing fits, in the order the exhaustive search lists them."""
+    problem = problem_of(intent(model="deepseek-ai/DeepSeek-V3", nodes=8, global_batch_size=4096, task="pretrain"))
+    assert_bounded_plan_is_exhaustive(problem)
+    with pytest.raises(InfeasibleError):
+        plan(problem)
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-70B"])
+def test_step_time_floor_bounds_the_step_under_every_option(model: str) -> None:
+    """The premise of the bound: no layout steps faster than its floor, under any setting the compiler may write."""
+    from automodel_dist.cost.model import option_choices
+    from automodel_dist.cost.throughput import step_time_floor
+
+    problem = problem_of(intent(model=model, nodes=16, global_batch_size=1024, seq_length=8192))
+    shape, gpu = model_shape(problem.model, problem.training), problem.cluster.gpu
+    for c in search(problem).candidates[::3]:
+        floor = step_time_floor(shape, c.layout, problem.training, gpu)
+        for options in option_choices(problem, c.layout):
+            assert floor <= estimate_layout(problem, c.layout, options=options).step_time_s * (1 + 1e-12), \
+                c.layout.short()
+
+
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"])
 def test_checkpointing_never_needs_more_memory_at_the_same_split(model: str) -> None:
     """The premise of skipping a split without checkpointing where the same split with it did not fit."""

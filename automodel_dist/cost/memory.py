@@ -96,7 +96,7 @@ def rank_loads(shape: ModelShape, layout: Layout) -> tuple[RankLoad, ...]:
     and compute grow with each of dense layers, MoE layers, embedding and head, and the activations in
     flight shrink with the rank, so a rank no larger in any of them than a lower rank never peaks above it.
     """
-    return _rank_loads(shape.num_layers, shape.dense_layers, layout.pp or 1, layout.vpp or 1, layout.pp_schedule)
+    return split_loads(shape.num_layers, shape.dense_layers, layout.pp or 1, layout.vpp or 1, layout.pp_schedule)
 
 
 def every_rank_load(shape: ModelShape, layout: Layout) -> tuple[RankLoad, ...]:
@@ -117,8 +117,9 @@ def _every_rank_load(num_layers: int, dense_layers: int, pp: int, vpp: int,
 
 
 @lru_cache(maxsize=4096)
-def _rank_loads(num_layers: int, dense_layers: int, pp: int, vpp: int,
+def split_loads(num_layers: int, dense_layers: int, pp: int, vpp: int,
                 schedule: str | None) -> tuple[RankLoad, ...]:
+    """`rank_loads` of a split given by its sizes (cached)."""
     loads: list[RankLoad] = []
     for load in _every_rank_load(num_layers, dense_layers, pp, vpp, schedule):
         if not any(_outweighs(kept, load) for kept in loads):

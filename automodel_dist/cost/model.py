@@ -7,11 +7,13 @@ arithmetic in `memory_breakdown` and `time_breakdown`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from automodel_dist.cost import memory, throughput
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
 from automodel_dist.cost.profiles import Parameters
-from automodel_dist.cost.shape import model_shape
+from automodel_dist.cost.shape import ModelShape, model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 
@@ -49,23 +51,50 @@ def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
     return _planned(problem, layout)[0]
 
 
-def _planned(problem: Problem, layout: Layout) -> tuple[RecipeOptions, Estimate]:
+# (a ceiling on tokens/s/GPU, the peak GiB the memory objective ranks by) -> the layout cannot place
+CannotPlace = Callable[[float, float], bool]
+
+
+def estimate_unless(problem: Problem, layout: Layout, cannot_place: CannotPlace) -> tuple[bool, Estimate | None]:
+    """Whether `layout` fits, and its `estimate_layout` unless the planner has no use for it yet.
+
+    Memory comes first (it decides fitting). No estimate for a layout that does not fit (only a search
+    where nothing fits reports those: the planner times them then) nor for one that fits but whose best
+    case `cannot_place` rules out: its throughput ceiling comes from the step time floor
+    (`throughput.step_time_floor`)."""
+    _, est, fit = _planned(problem, layout, cannot_place)
+    return fit, est
+
+
+def _planned(problem: Problem, layout: Layout, cannot_place: CannotPlace | None = None
+             ) -> tuple[RecipeOptions, Estimate | None, bool]:
     """Memory first: only settings that could win are timed (all that fit when speed decides, else the
-    one with the smallest peak)."""
+    one with the smallest peak); with `cannot_place`, none when the layout does not fit or cannot place.
+    Returns the settings, the estimate and whether the layout fits."""
     choices = option_choices(problem, layout)
-    if len(choices) == 1:
-        return choices[0], _estimate(problem, layout, choices[0])
     shape = model_shape(problem.model, problem.training)
     limit = memory_limit_gib(problem)
     mems = [memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
                                     options=o) for o in choices]
-    fitting = [i for i, m in enumerate(mems) if sum(m.values()) <= limit]
+    peaks = [sum(m.values()) for m in mems]
+    fitting = [i for i, peak in enumerate(peaks) if peak <= limit]
+    if cannot_place is not None and (not fitting or cannot_place(
+            _tokens_ceiling(problem, layout, shape), min(peaks[i] for i in fitting))):
+        return choices[fitting[0] if fitting else 0], None, bool(fitting)
     if len(fitting) < 2 or problem.objective == "memory":
-        i = min(fitting or range(len(choices)), key=lambda j: sum(mems[j].values()))
-        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i])
+        i = min(fitting or range(len(choices)), key=lambda j: peaks[j])
+        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i]), bool(fitting)
     timed = [(_estimate(problem, layout, choices[i], mem=mems[i]), i) for i in fitting]
     est, i = min(timed, key=lambda t: (t[0].step_time_s, t[1]))
-    return choices[i], est
+    return choices[i], est, True
+
+
+def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> float:
+    """Tokens/s/GPU `layout` cannot exceed under any option the compiler may write."""
+    training = problem.training
+    floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu)
+    tokens = training.global_batch_size * training.seq_length / max(layout.world_size, 1)
+    return tokens / floor if floor > 0 else float("inf")
 
 
 def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None
@@ -92,7 +121,9 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     time the same layout as those stacks run it). `params` replaces the fitted parameters (the fit's trials).
     """
     if options is None:
-        return _planned(problem, layout)[1]
+        est = _planned(problem, layout)[1]
+        assert est is not None  # only a `cannot_place` leaves a layout untimed
+        return est
     return _estimate(problem, layout, options, params=params)
 
 

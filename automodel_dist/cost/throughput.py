@@ -24,6 +24,8 @@ cost/fitted_parameters.json; the constants below are priors with their sources.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
@@ -31,7 +33,7 @@ from automodel_dist.cost.memory import (
     checkpointing_mode,
     micro_batch_tokens,
     micro_batches_per_step,
-    rank_loads,
+    split_loads,
 )
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
 from automodel_dist.cost.shape import ModelShape
@@ -218,39 +220,32 @@ def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
     """
     if layout.pp <= 1:
         return 1.0
+    return _stage_imbalance(shape, layout.pp or 1, layout.vpp or 1, layout.pp_schedule)
+
+
+@lru_cache(maxsize=1024)
+def _stage_imbalance(shape: ModelShape, pp: int, vpp: int, schedule: str | None) -> float:
+    """`stage_imbalance` of a split (cached: the planner asks for the same few splits thousands of times)."""
     attention = shape.attention_flops / max(shape.num_layers, 1)
     dense = shape.dense_layer_flops + attention
     moe = shape.moe_layer_flops + shape.moe_expert_flops + attention
     total = model_flops_per_token(shape) / shape.flops_scale  # every rank's work together, unscaled like theirs
     busiest = max(load.dense * dense + load.moe * moe + (shape.lm_head_flops if load.head else 0.0)
-                  for load in rank_loads(shape, layout))
-    return max(1.0, busiest * layout.pp / total) if total > 0 else 1.0
+                  for load in split_loads(shape.num_layers, shape.dense_layers, pp, vpp, schedule))
+    return max(1.0, busiest * pp / total) if total > 0 else 1.0
 
 
-def time_breakdown(
-    shape: ModelShape,
-    layout: Layout,
-    training: TrainingSpec,
-    gpu: GpuSpec,
-    *,
-    nvlink_domain: int = 8,
-    options: RecipeOptions = AUTOMODEL_DEFAULTS,
-    params: Parameters | None = None,
-) -> dict[str, float]:
-    """Seconds per optimizer step on one GPU, by part; the parts sum to the step time.
-
-    With `options.defer_grad_sync` (AutoModel's `defer_fsdp_grad_sync`, default true) FSDP reduce-scatters
-    once per step instead of once per micro batch; `options.checkpointing` may ask for selective recompute.
-    """
+def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
+                    options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None
+                    ) -> tuple[float, float, float]:
+    """(compute, recompute, attention) seconds per step on one GPU: each GEMM at the efficiency its shape
+    allows, the busiest pipeline rank's share, the forward replayed by checkpointing. `attention` (part of
+    compute) is what CP's ring exchange can hide behind."""
     params = params or parameters()
     physics, profile = params.physics, params.profile(options.framework)
-    world = layout.world_size or 1
-    tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
+    tp, cp, ep = layout.tp or 1, layout.cp or 1, layout.ep or 1
     seq = training.seq_length
-    step_tokens = training.global_batch_size * seq
-    tokens_per_gpu = step_tokens / world
-
-    # --- compute: each GEMM at the efficiency its shape allows ---
+    tokens_per_gpu = training.global_batch_size * seq / (layout.world_size or 1)
     mb_tokens = micro_batch_tokens(layout, seq)
     peak = gpu.tflops_bf16 * 1e12 * profile.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
     if training.is_peft:
@@ -285,9 +280,51 @@ def time_breakdown(
         shape, layout)
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     mode = checkpointing_mode(layout, options)
-    checkpointed = mode == "full"
-    replayed = 1.0 if checkpointed else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
+    replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
     recompute = compute * (1.0 / 3.0) / scale * replayed
+
+    return compute, recompute, attention_time
+
+
+def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
+                    options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None) -> float:
+    """A lower bound on the step time `time_breakdown` gives under any `defer_grad_sync`: compute,
+    recompute and the pipeline bubble they alone cause (every other part is non-negative, and only FSDP's
+    part depends on the sync option). The planner skips timing a layout this bound says cannot place."""
+    params = params or parameters()
+    compute, recompute, _ = compute_seconds(shape, layout, training, gpu, options=options, params=params)
+    busy = compute + recompute
+    if (layout.pp or 1) <= 1:
+        return busy
+    n_micro = layout.n_microbatches or 1
+    return busy + busy * _bubble_fraction(layout, n_micro, params.profile(options.framework).interleave_kept)
+
+
+def time_breakdown(
+    shape: ModelShape,
+    layout: Layout,
+    training: TrainingSpec,
+    gpu: GpuSpec,
+    *,
+    nvlink_domain: int = 8,
+    options: RecipeOptions = AUTOMODEL_DEFAULTS,
+    params: Parameters | None = None,
+) -> dict[str, float]:
+    """Seconds per optimizer step on one GPU, by part; the parts sum to the step time.
+
+    With `options.defer_grad_sync` (AutoModel's `defer_fsdp_grad_sync`, default true) FSDP reduce-scatters
+    once per step instead of once per micro batch; `options.checkpointing` may ask for selective recompute.
+    """
+    params = params or parameters()
+    profile = params.profile(options.framework)
+    world = layout.world_size or 1
+    tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
+    seq = training.seq_length
+    mb_tokens = micro_batch_tokens(layout, seq)
+    compute, recompute, attention_time = compute_seconds(shape, layout, training, gpu, options=options,
+                                                         params=params)
+    checkpointed = checkpointing_mode(layout, options) == "full"
+    block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
 
     # --- per-micro-batch collectives on the critical path ---
     ga = layout.grad_accumulation or 1
