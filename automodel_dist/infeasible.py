@@ -16,6 +16,7 @@ from automodel_dist.errors import InfeasibleError
 from automodel_dist.planner import (
     Candidate,
     Checker,
+    Enumerator,
     Estimator,
     Search,
     distinct_structures,
@@ -38,9 +39,9 @@ def largest_parts(memory: dict[str, float], n: int = 3) -> str:
     return ", ".join(f"{name} {gib:.1f}" for name, gib in parts)
 
 
-def _attempt_with(check: Checker, estimate: Estimator) -> Attempt:
+def _attempt_with(check: Checker, estimate: Estimator, space: type[Enumerator] | None = None) -> Attempt:
     def attempt(problem: Problem) -> Candidate | None:
-        found = search(problem, check=check, estimate=estimate, first_fit=True).fitting
+        found = search(problem, check=check, estimate=estimate, first_fit=True, space=space).fitting
         return found[0] if found else None
 
     return attempt
@@ -168,8 +169,9 @@ SUGGESTERS = (_more_gpus, _activation_checkpointing, _smaller_local_batch, _shor
               _other_global_batch, _fewer_pins)
 
 
-def suggestions(problem: Problem, check: Checker, estimate: Estimator) -> list[str]:
-    attempt = _attempt_with(check, estimate)
+def suggestions(problem: Problem, check: Checker, estimate: Estimator,
+                space: type[Enumerator] | None = None) -> list[str]:
+    attempt = _attempt_with(check, estimate, space)
     return [s for suggest in SUGGESTERS if (s := suggest(problem, attempt))]
 
 
@@ -179,11 +181,12 @@ def closest(result: Search) -> list[Candidate]:
     return distinct_structures(ordered)[:CLOSEST_SHOWN]
 
 
-def infeasible_error(result: Search, *, check: Checker, estimate: Estimator) -> InfeasibleError:
+def infeasible_error(result: Search, *, check: Checker, estimate: Estimator,
+                     space: type[Enumerator] | None = None) -> InfeasibleError:
     problem = result.problem
     cluster = problem.cluster
     near = closest(result)
-    hints = suggestions(problem, check, estimate)
+    hints = suggestions(problem, check, estimate, space)
     dropped = sum(result.pruned.values())
     what = "no layout fits" if result.candidates else "no layout is legal (every one breaks a rule)"
     lines = [f"{what}: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
+from typing import Any
 
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
@@ -149,7 +150,7 @@ def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, e
                   micro_batch_size=local_batch_size if micro_batch_size is None else micro_batch_size)
 
 
-class _Enumerator:
+class Enumerator:
     """One pass over the space for one problem; records drops, estimates and the count considered."""
 
     def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool) -> None:
@@ -252,20 +253,31 @@ class _Enumerator:
                 out.append((mbs, lbs))
         return out
 
+    def strategies(self) -> list[str]:
+        return _pinned(self.p.pins.strategy, STRATEGIES)
+
+    def expert_options(self, strategy: str, pp: int) -> list[tuple[int, int]]:
+        """(ep, etp) pairs; AutoModel has no expert tensor parallelism."""
+        return [(ep, 1) for ep in self.eps(strategy, pp)]
+
+    def fields(self, *, etp: int, **sizes: Any) -> dict:
+        """The layout's fields but the batch split (`layout_fields`; AutoModel's etp is always 1)."""
+        return layout_fields(self.p, **sizes, dispatcher=self.dispatcher(sizes["ep"]))
+
     # -- the walk ---------------------------------------------------------------------------------------
     def structures(self) -> Iterator[tuple[dict, int]]:
         """Every (layout fields but the batch split, dp) the world size admits, in a fixed order."""
-        for strategy in _pinned(self.p.pins.strategy, STRATEGIES):
+        for strategy in self.strategies():
             for tp in self.tps(strategy):
                 for pp in self.pps(strategy, tp):
                     for cp in self.cps(strategy, tp, pp):
                         denom = tp * cp * (1 if strategy == "megatron_fsdp" else pp)
                         dp = self.W if strategy == "ddp" else self.W // denom
-                        for ep, dpr, vpp, ac in product(self.eps(strategy, pp), self.dprs(strategy, tp, cp, dp),
-                                                        self.vpps(pp), self.acs(strategy)):
-                            yield layout_fields(self.p, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
-                                                dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac,
-                                                dispatcher=self.dispatcher(ep)), dp
+                        for (ep, etp), dpr, vpp, ac in product(self.expert_options(strategy, pp),
+                                                               self.dprs(strategy, tp, cp, dp),
+                                                               self.vpps(pp), self.acs(strategy)):
+                            yield self.fields(strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp,
+                                              dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac), dp
 
     def run(self) -> Search:
         with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses
@@ -337,9 +349,13 @@ class _Enumerator:
 
 
 def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-           first_fit: bool = False) -> Search:
-    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits."""
-    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit).run()
+           first_fit: bool = False, space: type[Enumerator] | None = None) -> Search:
+    """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits.
+
+    `space` is the target's enumerator (AutoModel's by default); another target overrides the domains.
+    """
+    return (space or Enumerator)(problem, check or _default_checker(), estimate or _default_estimator(),
+                                 first_fit).run()
 
 
 # -- ranking ----------------------------------------------------------------------------------------------
@@ -416,19 +432,20 @@ def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
     return out
 
 
-def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None) -> Plan:
+def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
+         space: type[Enumerator] | None = None) -> Plan:
     """The best layout for the objective, the runners-up, and what the rules pruned.
 
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
-    result = search(problem, check=check, estimate=estimate)
+    result = search(problem, check=check, estimate=estimate, space=space)
     ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate)
+        raise infeasible_error(result, check=check, estimate=estimate, space=space)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),

@@ -7,6 +7,7 @@ arithmetic in `memory_breakdown` and `time_breakdown`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from automodel_dist.cost import memory, throughput
@@ -22,6 +23,23 @@ SYNC_EVERY_MICRO_BATCH = RecipeOptions(defer_grad_sync=False)
 COMMUNICATION_BOUND_SHARE = 0.25
 _COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
 NOT_MODELED = memory.NOT_MODELED + throughput.NOT_MODELED
+
+# The Megatron-Core stack as a profile of the same physics (the one place the cost model knows it; the
+# megatron-bridge target passes framework="megatron"): the distributed optimizer keeps fp32 master
+# weights and Adam states (sharded over data parallelism), TP collectives overlap the GEMMs
+# (userbuffers), the interleaved schedule does not block on receives, and the target's recompute is
+# selective (megatron-bridge.md §10).
+FRAMEWORKS = ("automodel", "megatron")
+MEGATRON_PROFILE = RecipeOptions(master_weights="fp32", async_tp=True, blocking_pipeline_recv=False)
+
+
+def framework_options(problem: Problem, layout: Layout, framework: str) -> RecipeOptions:
+    """The recipe settings a framework's compiled output runs with."""
+    if framework == "megatron":
+        return replace(MEGATRON_PROFILE, checkpointing="selective" if layout.activation_checkpointing else "none")
+    if framework != "automodel":
+        raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
+    return planned_options(problem, layout)
 
 
 def memory_limit_gib(problem: Problem) -> float:
@@ -58,7 +76,8 @@ def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
     return SYNC_EVERY_MICRO_BATCH
 
 
-def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None) -> Estimate:
+def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
+                    framework: str = "automodel") -> Estimate:
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 
     `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
@@ -66,9 +85,10 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     bf16 dense peak, as AutoModel's performance tables do (also for fp8 runs). `options` are the recipe
     settings outside the Layout: by default those the compiler would write (`planned_options`); a
     caller with a recipe in hand passes the recipe's (validate, and the calibration for each measured run).
+    `framework` picks the profile whose settings apply when `options` is None (see framework_options).
     """
     if options is None:
-        options = planned_options(problem, layout)
+        options = framework_options(problem, layout, framework)
     training, cluster = problem.training, problem.cluster
     gpu = cluster.gpu
     shape = model_shape(problem.model, training)
