@@ -264,6 +264,10 @@ class Enumerator:
         """The layout's fields but the batch split (`layout_fields`; AutoModel's etp is always 1)."""
         return layout_fields(self.p, **sizes, dispatcher=self.dispatcher(sizes["ep"]))
 
+    def make(self, base: dict, local_batch_size: int, micro_batch_size: int) -> Layout:
+        """The layout of one structure (`fields`) with one batch split."""
+        return Layout(**base, local_batch_size=local_batch_size, micro_batch_size=micro_batch_size)
+
     # -- the walk ---------------------------------------------------------------------------------------
     def structures(self) -> Iterator[tuple[dict, int]]:
         """Every (layout fields but the batch split, dp) the world size admits, in a fixed order."""
@@ -306,7 +310,7 @@ class Enumerator:
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
             mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
-            self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
+            self.judge(self.make(base, lbs, mbs))
             return []
         gbs = self.p.training.global_batch_size
         largest_first = base["pp"] > 1 and self.p.objective == "throughput"
@@ -319,7 +323,7 @@ class Enumerator:
                 if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
                        for m, b, s in too_big):
                     continue
-                verdict = self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
+                verdict = self.judge(self.make(base, lbs, mbs))
                 if verdict == "structural":
                     return []
                 if verdict == "too-big":
