@@ -298,7 +298,9 @@ def test_recipe_rule_fires_and_neighbour_passes(rule: str, bad: dict[str, Any], 
 
 
 def test_every_rule_has_a_case() -> None:
-    covered = {c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES}
+    from test_mbridge_rules import MB_CASES
+
+    covered = {c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES} | {c[0] for c in MB_CASES}
     assert set(RULES) - covered == set()
 
 

@@ -50,7 +50,7 @@ def hydra_scalar(text: str) -> Any:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1].replace("\\'", "'").replace("\\\\", "\\")
     lowered = text.lower()
-    if lowered in ("null", "none", "~"):
+    if lowered == "null":
         return None
     if lowered in ("true", "false"):
         return lowered == "true"
