@@ -137,7 +137,8 @@ def _fired(case: OverrideSet, extra: dict[str, Any]) -> set[str]:
     return {f.rule for f in check_overrides(case, model=extra.get("model"), cluster=extra.get("cluster"))}
 
 
-@pytest.mark.parametrize(("rule", "bad", "good", "extra"), MB_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(MB_CASES)])
+@pytest.mark.parametrize(("rule", "bad", "good", "extra"), MB_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(MB_CASES)])
 def test_mb_rule_fires_and_neighbour_passes(rule: str, bad: OverrideSet, good: OverrideSet,
                                             extra: dict[str, Any]) -> None:
     if rule == "mb-delay-wgrad-graph-fusion" and bad == good:  # moe_router triggers only with shared experts

@@ -94,7 +94,7 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         "(Megatron cost profile)",
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
-        f"# run: python scripts/training/run_recipe.py --recipe {recipe} <the key=value list of compile --format hydra>",
+        f"# run: python scripts/training/run_recipe.py --recipe {recipe} <compile --format hydra's key=value list>",
     ]
     return "\n".join(lines) + "\n"
 
