@@ -35,8 +35,58 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
+TARGETS = ("automodel", "megatron-bridge")
+
+
+def _write_outputs(files: dict[Path, str]) -> list[str]:
+    """Write each output file (its folder made first); an unwritable path is bad input naming it."""
+    written = []
+    for path, text in files.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(path),
+                             hint="pass -o the path of a file in a folder you can write to") from None
+        written.append(str(path))
+    return written
+
+
+def _compile_megatron(args: argparse.Namespace) -> int:
+    from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+
+    if args.launcher == "skypilot":
+        raise InputError("--target megatron-bridge launches with slurm only", hint="use --launcher slurm")
+    if args.launcher and (args.format != "yaml" or not args.output):
+        raise InputError("--launcher writes the override YAML and launch.sbatch beside it: it needs -o and the "
+                         "yaml format", hint="add -o run/overrides.yaml and drop --format")
+    result = compile_megatron(args.intent, args.overrides)
+    if args.format == "json":
+        text = json.dumps(result.to_json(), indent=2) + "\n"
+    elif args.format == "hydra":
+        text = "\n".join(result.hydra) + "\n"
+    else:
+        text = result.yaml
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    files = {out: text}
+    if args.launcher:
+        from automodel_dist.targets.megatron_bridge.slurm import launch_script
+
+        files[out.parent / "launch.sbatch"] = launch_script(result, out.name)
+    print("wrote " + ", ".join(_write_outputs(files)), file=sys.stderr)
+    return 0
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
+
+    if args.target == "megatron-bridge":
+        return _compile_megatron(args)
+    if args.format == "hydra":
+        raise InputError("--format hydra is the megatron-bridge target's", hint="add --target megatron-bridge")
 
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
@@ -76,6 +126,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
     from automodel_dist.explain import render_explain
 
+    if args.target == "megatron-bridge":
+        from automodel_dist.targets.megatron_bridge.compile import compile_megatron, explain_settings
+
+        result = compile_megatron(args.intent, args.overrides)
+        text = render_explain(result, top=args.top, fmt=args.format)
+        sys.stdout.write(text if args.format == "json" else text + "\n" + explain_settings(result))
+        return 0
     result = compile_intent(args.intent, args.overrides)
     sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
     return 0
@@ -85,6 +142,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
     from automodel_dist.validate import validate_recipe
 
+    if args.target == "megatron-bridge":
+        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+
+        if not args.recipe_function:
+            raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
+                             hint="e.g. --recipe deepseek_v3_pretrain_config")
+        if args.sbatch:
+            raise InputError("--sbatch is judged for the automodel target only", hint="drop --sbatch")
+        report = validate_overrides(args.recipe, recipe=args.recipe_function,
+                                    world_size=args.nodes * args.gpus_per_node, gpus_per_node=args.gpus_per_node,
+                                    model=args.model, gpu=args.gpu)
+        sys.stdout.write(render_report(report, fmt=args.format))
+        return 0 if report.ok else 1
+    if args.recipe_function:
+        raise InputError("--recipe names a Megatron-Bridge recipe function", hint="add --target megatron-bridge")
     report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
                              gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
                              sbatch=Path(args.sbatch) if args.sbatch else None)
@@ -125,9 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("intent", help="intent YAML file")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("-o", "--output", help="write the recipe here instead of stdout")
-    p.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--format", choices=("yaml", "json", "hydra"), default="yaml",
+                   help="hydra: the megatron-bridge override set as key=value lines")
     p.add_argument("--launcher", choices=("slurm", "skypilot"),
                    help="also write what launches it (slurm: launch.sbatch beside the recipe)")
+    p.add_argument("--target", choices=TARGETS, default="automodel",
+                   help="automodel: an AutoModel recipe; megatron-bridge: overrides for a recipe function")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("explain", help="show the chosen layout, the runners-up and what was pruned")
@@ -135,10 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--target", choices=TARGETS, default="automodel")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
-    p.add_argument("recipe", help="AutoModel recipe YAML")
+    p.add_argument("recipe", help="AutoModel recipe YAML (or Megatron-Bridge overrides with --target)")
+    p.add_argument("--target", choices=TARGETS, default="automodel")
+    p.add_argument("--recipe", dest="recipe_function", metavar="FUNCTION",
+                   help="megatron-bridge: the recipe function, e.g. deepseek_v3_pretrain_config")
     p.add_argument("--nodes", type=_positive_int, default=1)
     p.add_argument("--gpus-per-node", type=_positive_int, default=8)
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")

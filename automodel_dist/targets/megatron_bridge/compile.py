@@ -8,7 +8,7 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from automodel_dist.planner import memory_limit_gib, plan
 from automodel_dist.problem import Problem
 from automodel_dist.rules import registry as r
 from automodel_dist.targets.megatron_bridge.choose import decide, env_vars
-from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_yaml, reasons
+from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_pairs, override_yaml, reasons
 from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
@@ -61,6 +61,11 @@ class MegatronCompileResult(CompileResult):
     hydra: tuple[str, ...] = ()
     recipe_function: str = ""
     env: tuple[tuple[str, str, str], ...] = ()
+    why: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
+                "env": {name: value for name, value, _ in self.env}}
 
 
 def recipe_function(model: ModelSpec) -> str:
@@ -121,7 +126,18 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         yaml=text, recipe=to_plain(load_document(text, what="overrides").data), layout=best.layout,
         estimate=best.estimate, alternatives=result.alternatives, pruned=result.pruned, problem=problem,
         intent=intent, considered=result.considered, feasible=result.feasible, reasons=result.reasons,
-        override=override, hydra=hydra, recipe_function=recipe, env=env)
+        override=override, hydra=hydra, recipe_function=recipe, env=env, why=why)
+
+
+def explain_settings(result: MegatronCompileResult) -> str:
+    """The Megatron-only choices of the winner and why (explain's second half)."""
+    assert result.override is not None
+    lines = [f"Megatron-Bridge settings for {result.recipe_function} (beyond the layout):"]
+    for path, name, value in override_pairs(result.override):
+        if name in result.why:
+            lines.append(f"  {path} = {value}: {result.why[name]}")
+    lines += [f"  env {name}={value}: {why}" for name, value, why in result.env]
+    return "\n".join(lines) + "\n"
 
 
 def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
