@@ -46,7 +46,7 @@ settings_strategy = st.builds(
     cuda_graph_scope=st.lists(st.sampled_from(CUDA_GRAPH_SCOPES), max_size=3).map(tuple),
     precision=st.sampled_from(PRECISIONS), tp_comm_overlap=st.booleans(), te_rng_tracker=st.booleans(),
     check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
-    seq_length=st.sampled_from([2048, 4096, 32768]),
+    seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
 )
 
 
@@ -59,6 +59,8 @@ def override_sets(draw: st.DrawFn) -> OverrideSet:
     moe = draw(st.booleans())
     if s.recompute_granularity is None:
         s = s.with_(recompute_modules=None)
+    if not s.comm_overlap:  # a recipe without a CommOverlapConfig takes no comm_overlap keys
+        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False)
     if not moe:  # a dense model's override set leaves the MoE keys to the recipe
         s = s.with_(dispatcher_type="alltoall", flex_backend=None, shared_expert_overlap=False, ep_overlap=False,
                     delay_wgrad=False)

@@ -21,6 +21,7 @@ from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_gr
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings
+from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
 # Megatron-Bridge's model providers: DeepSeek-V3 trains with one multi-token-prediction layer
 # (megatron-bridge-oracle.md §5: MLAModelProvider, mtp_num_layers 1).
@@ -142,7 +143,10 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     """The settings written for `layout`, and the reason for each (keys: MegatronSettings / Layout fields)."""
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
-    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model))
+    recipe = recipe_for(model)
+    section = recipe is None or recipe.comm_overlap
+    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model),
+                         comm_overlap=section)
     why["seq_length"] = "the intent's sequence length"
     if s.mtp_num_layers:
         why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"
@@ -164,12 +168,14 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
         s = s.with_(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
     blockers = ep_overlap_blockers(model, layout, s)
+    if not section:
+        blockers.append(f"{recipe.function if recipe else 'the recipe'} has no comm_overlap section to override")
     if model.is_moe:
         s = s.with_(ep_overlap=not blockers)
         why["ep_overlap"] = ("every prerequisite holds: hides dispatch/combine behind expert compute "
                              "(16xH100 Qwen3-30B: +17.7%)") if not blockers else "off: " + ", ".join(blockers)
         why["delay_wgrad"] = "off: no independent win measured (31.31 -> 31.20 s); a separate A/B"
-    if layout.tp > 1:
+    if layout.tp > 1 and section:
         s = s.with_(tp_comm_overlap=True)
         why["tp_comm_overlap"] = "TP with sequence parallelism: hide TP collectives behind the GEMMs"
     why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.catalog.hardware import get_gpu
-from automodel_dist.catalog.models import get_preset, resolve_model
+from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.compiler import CompileResult, Source
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.errors import InputError
 from automodel_dist.findings import Report, locate_all
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.planner import memory_limit_gib, plan
@@ -28,29 +27,9 @@ from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, overrid
 from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
+from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
 from automodel_dist.targets.megatron_bridge.rules import check_overrides
 from automodel_dist.yamlio import load_document, to_plain
-
-# Megatron-Bridge 0.6.2's recipe functions (megatron.bridge.recipes), by model preset.
-RECIPES = {
-    "deepseek-v3": "deepseek_v3_pretrain_config",
-    "kimi-k2": "kimi_k2_pretrain_config",
-    "gpt-oss-20b": "gpt_oss_20b_pretrain_config",
-    "gpt-oss-120b": "gpt_oss_120b_pretrain_config",
-    "llama-3.1-8b": "llama31_8b_pretrain_config",
-    "llama-3.1-70b": "llama31_70b_pretrain_config",
-    "llama-3.1-405b": "llama31_405b_pretrain_config",
-    "llama-3.2-1b": "llama32_1b_pretrain_config",
-    "llama-3.2-3b": "llama32_3b_pretrain_config",
-    "qwen2.5-7b": "qwen25_7b_pretrain_config",
-    "qwen2.5-32b": "qwen25_32b_pretrain_config",
-    "qwen2.5-72b": "qwen25_72b_pretrain_config",
-    "qwen3-8b": "qwen3_8b_pretrain_config",
-    "qwen3-32b": "qwen3_32b_pretrain_config",
-    "qwen3-30b-a3b": "qwen3_30b_a3b_pretrain_config",
-    "qwen3-235b-a22b": "qwen3_235b_a22b_pretrain_config",
-    "qwen3-next-80b-a3b": "qwen3_next_80b_a3b_pretrain_config",
-}
 
 
 @dataclass
@@ -68,21 +47,9 @@ class MegatronCompileResult(CompileResult):
                 "env": {name: value for name, value, _ in self.env}}
 
 
-def recipe_function(model: ModelSpec) -> str:
-    """The recipe function for a model; InputError when Megatron-Bridge ships none for it."""
-    try:
-        preset = get_preset(model.name).id
-    except InputError:
-        preset = model.name
-    if preset not in RECIPES:
-        raise InputError(f"Megatron-Bridge 0.6.2 ships no pretrain recipe for {model.name}",
-                         where="model", hint=f"models with a recipe: {', '.join(sorted(RECIPES))}")
-    return RECIPES[preset]
-
-
 def model_for_recipe(recipe: str) -> ModelSpec | None:
     """The model preset a recipe function trains (None for a recipe the table does not know)."""
-    preset = next((p for p, name in RECIPES.items() if name == recipe), None)
+    preset = preset_for_recipe(recipe)
     return resolve_model(preset) if preset else None
 
 

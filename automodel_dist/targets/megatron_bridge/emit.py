@@ -40,6 +40,8 @@ def override_pairs(override: OverrideSet) -> list[tuple[str, str, Any]]:
     for key in KEYS:
         if key.field in MOE_FIELDS and not moe:
             continue
+        if key.path.startswith("comm_overlap.") and not override.settings.comm_overlap:
+            continue
         value = field_value(override, key.field, key.on_layout)
         if key.field in OPTIONAL_FIELDS and value is None:
             continue

@@ -63,6 +63,7 @@ class MegatronSettings:
     te_rng_tracker: bool = False
     mtp_num_layers: int | None = None
     seq_length: int = 4096
+    comm_overlap: bool = False  # the recipe has a CommOverlapConfig (ConfigContainer's default is None)
 
     def with_(self, **changes: object) -> MegatronSettings:
         return replace(self, **changes)

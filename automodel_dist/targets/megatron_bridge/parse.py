@@ -135,6 +135,7 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
     for name in ("vpp", "etp"):
         if layout_values.get(name, 0) is None:
             layout_values[name] = 1
+    settings_values["comm_overlap"] = any(path.startswith("comm_overlap.") for path in flat)
     settings = MegatronSettings(**settings_values)
     moe = "model.moe_token_dispatcher_type" in flat
     layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None
