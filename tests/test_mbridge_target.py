@@ -47,6 +47,7 @@ settings_strategy = st.builds(
     precision=st.sampled_from(PRECISIONS), tp_comm_overlap=st.booleans(), te_rng_tracker=st.booleans(),
     check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
     seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
+    account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
 )
 
 

@@ -104,6 +104,8 @@ def layout_reasons(layout: Layout) -> dict[str, str]:
 DEFAULT_WHY = {
     "pipeline_layout": "layers split evenly over the stages: no explicit layout",
     "hierarchical_cp_sizes": "no hierarchical CP",
+    "account_for_embedding": "the split places layers only (a layout string, if any, places the embedding)",
+    "account_for_loss": "the split places layers only (a layout string, if any, places the loss)",
     "delay_wgrad": "off",
     "tp_comm_overlap": "no TP to overlap",
     "gradient_accumulation_fusion": "fused wgrad accumulation into the fp32 main grads",

@@ -43,6 +43,8 @@ class MegatronSettings:
     cp_comm_type: str = "p2p"
     hierarchical_cp_sizes: tuple[int, ...] | None = None
     pipeline_layout: str | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
     dispatcher_type: str = "alltoall"
     flex_backend: str | None = None
     shared_expert_overlap: bool = False
@@ -104,6 +106,8 @@ KEYS: tuple[Key, ...] = (
     _l("model.pipeline_model_parallel_size", "pp"),
     _l("model.virtual_pipeline_model_parallel_size", "vpp"),
     _k("model.pipeline_model_parallel_layout", "pipeline_layout"),
+    _k("model.account_for_embedding_in_pipeline_split", "account_for_embedding"),
+    _k("model.account_for_loss_in_pipeline_split", "account_for_loss"),
     _l("model.context_parallel_size", "cp"),
     _k("model.cp_comm_type", "cp_comm_type"),
     _k("model.hierarchical_context_parallel_sizes", "hierarchical_cp_sizes"),

@@ -24,7 +24,8 @@ NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_b
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
-                         "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker"})
+                         "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
+                         "account_for_embedding", "account_for_loss"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 _HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 

@@ -212,14 +212,15 @@ def _model_sizes(c: Context) -> list[Finding]:
             f"num_moe_experts={m.num_routed_experts} must be divisible by expert_model_parallel_size={lay.ep}",
             hint=f"EP from: {listing(divisors(m.num_routed_experts))}"))
     if c.s.pipeline_layout is None and lay.pp > 1:
-        if m.num_layers % lay.pp:
+        layers = m.num_layers + c.s.account_for_embedding + c.s.account_for_loss  # MCore counts them as layers
+        if layers % lay.pp:
             out.append(PP_LAYERS.finding(
-                f"num_layers={m.num_layers} should be divisible by config.pipeline_model_parallel_size={lay.pp}",
+                f"num_layers={layers} should be divisible by config.pipeline_model_parallel_size={lay.pp}",
                 hint="use a PP that divides the layers, or give model.pipeline_model_parallel_layout"))
-        elif lay.vpp > 1 and (m.num_layers // lay.pp) % lay.vpp:
+        elif lay.vpp > 1 and (layers // lay.pp) % lay.vpp:
             out.append(VPP_LAYERS.finding(
-                f"num_layers_per_pipeline_rank {m.num_layers // lay.pp} should be divisible by vp_size {lay.vpp}",
-                hint=f"VPP from: {listing(divisors(m.num_layers // lay.pp))}, or give a pipeline layout"))
+                f"num_layers_per_pipeline_rank {layers // lay.pp} should be divisible by vp_size {lay.vpp}",
+                hint=f"VPP from: {listing(divisors(layers // lay.pp))}, or give a pipeline layout"))
     return out
 
 
@@ -239,7 +240,12 @@ def _pipeline_layout(c: Context) -> list[Finding]:
     flat = "".join(stages)
     bad = sorted(set(flat) - set("EtmL"))
     problems = []
-    if bad:
+    if c.s.account_for_embedding or c.s.account_for_loss:
+        problems.append("pipeline_model_parallel_layout cannot be set with other pipeline layout arguments. "
+                        "self.num_layers_in_first_pipeline_stage=None, self.num_layers_in_last_pipeline_stage=None, "
+                        f"self.account_for_embedding_in_pipeline_split={c.s.account_for_embedding}, "
+                        f"self.account_for_loss_in_pipeline_split={c.s.account_for_loss}.")
+    elif bad:
         problems.append(f"Invalid layer character: {bad[0]}, known layer characters: ['E', 'L', 't', 'm']")
     elif len(stages) % lay.pp:
         problems.append(f"pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_size "
