@@ -15,7 +15,8 @@ unguarded `import transformer_engine.pytorch` in megatron-bridge succeed against
 (it copies no package code).
 
 Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overrides": [...], "gpu":
-[name, major, minor]}]}; one answer per line: {"results": [{"ok": bool, "error": "Type: message"}]}.
+[name, major, minor], optionally "config_file": a YAML override file}]}; one answer per line:
+{"results": [{"ok": bool, "error": "Type: message"}]}.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
     "meta-llama/Meta-Llama-3.1-8B": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    },
+    "meta-llama/Meta-Llama-3.1-70B": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+        "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
         "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
         "tie_word_embeddings": False, "torch_dtype": "bfloat16",
         "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -175,7 +184,8 @@ class _Worker:
         os.environ["WORLD_SIZE"] = str(world)
         try:
             cfg = self.base(case["recipe"])
-            process_config_with_overrides(cfg, cli_overrides=[*TE_KNOBS, *case["overrides"]])
+            process_config_with_overrides(cfg, config_filepath=case.get("config_file"),
+                                          cli_overrides=[*TE_KNOBS, *case["overrides"]])
             with mock.patch("torch.cuda.get_device_properties", return_value=props), \
                     mock.patch("torch.cuda.is_available", return_value=True):
                 runtime_config_update(cfg)

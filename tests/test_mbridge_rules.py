@@ -43,16 +43,18 @@ DWC_ATTN = S(ep_overlap=True, delay_wgrad=True, cuda_graph_impl="transformer_eng
 Q = {"model": QWEN3_30B}
 MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-world-divisible", mb(16, tp=3), mb(16, tp=2), {}),
-    ("mb-expert-world-divisible", mb(12, ep=16), mb(16, ep=16), {}),
+    ("mb-expert-world-divisible", mb(12, ep=16, global_batch_size=1536), mb(16, ep=16), {}),
     ("mb-expert-world-divisible", mb(16, pp=2, ep=16, vpp=1), mb(32, pp=2, ep=16), {}),
     ("mb-sp-needs-tp", mb(sequence_parallel=True), mb(tp=2, sequence_parallel=True), {}),
     ("mb-vpp-needs-pp", mb(vpp=2), mb(pp=2, vpp=2), {}),
+    ("mb-vpp-divides-stage-layers", mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=4),
+     mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=5), Q),
     ("mb-gbs-divisible", mb(16, global_batch_size=24), mb(16, global_batch_size=32), {}),
     ("mb-tp-heads", mb(24, tp=3), mb(16, tp=2), Q),
     ("mb-tp-query-groups", mb(48, tp=6), mb(16, tp=8), {"model": LLAMA_8B.__class__(**{
-        **LLAMA_8B.__dict__, "num_attention_heads": 48, "num_key_value_heads": 4})}),
+        **LLAMA_8B.__dict__, "name": "custom-48-heads", "num_attention_heads": 48, "num_key_value_heads": 4})}),
     ("mb-ep-needs-moe", mb(ep=8), mb(), {"model": LLAMA_8B}),
-    ("mb-ep-divides-experts", mb(48, ep=48), mb(32, ep=32), Q),
+    ("mb-ep-divides-experts", mb(48, ep=48, global_batch_size=1536), mb(32, ep=32), Q),
     ("mb-pp-divides-layers", mb(20, pp=5), mb(16, pp=4), Q),
     ("mb-vpp-divides-stage-layers", mb(16, pp=2, vpp=5), mb(16, pp=2, vpp=4), Q),
     ("mb-pipeline-layout", mb(64, S(pipeline_layout="Et*3|(tt|)*28m|L", mtp_num_layers=1), pp=8, vpp=4),

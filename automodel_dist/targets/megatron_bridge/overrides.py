@@ -134,7 +134,7 @@ KEYS: tuple[Key, ...] = (
     _k("rerun_state_machine.check_for_nan_in_loss", "check_for_nan_in_loss"),
     _k("mixed_precision", "precision"),
     _k("model.seq_length", "seq_length"),
-    _k("dataset.sequence_length", "seq_length"),
+    _k("dataset.seq_length", "seq_length"),
     _l("train.micro_batch_size", "micro_batch_size"),
     _l("train.global_batch_size", "global_batch_size"),
     _k("model.mtp_num_layers", "mtp_num_layers"),

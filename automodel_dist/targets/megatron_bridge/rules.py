@@ -45,7 +45,9 @@ WORLD = _rule("mb-world-divisible", ERROR, "tp", "the world size must be divisib
 EXPERT_WORLD = _rule("mb-expert-world-divisible", ERROR, "ep",
                      "the world size must be divisible by PP·EP·ETP (expert DP integral); minimum GPUs = "
                      "PP·max(TP·CP, EP·ETP)")
-SP_NEEDS_TP = _rule("mb-sp-needs-tp", ERROR, "sequence_parallel", "sequence parallelism needs TP > 1")
+SP_NEEDS_TP = _rule("mb-sp-needs-tp", WARNING, "sequence_parallel",
+                    "sequence parallelism needs TP > 1 (an override on top of a built provider is accepted, and "
+                    "does nothing)")
 TP_HEADS = _rule("mb-tp-heads", ERROR, "tp", "TP must divide the attention heads", needs=("model",))
 TP_GROUPS = _rule("mb-tp-query-groups", ERROR, "tp", "the query groups must be a multiple or divisor of TP",
                   needs=("model",))
@@ -175,11 +177,12 @@ def _sizes(c: Context) -> list[Finding]:
             f"world_size ({world}) is not divisible by expert_tensor_model_pipeline_parallel size ({expert})",
             hint=fix + " (PP·TP·CP·EP·ETP, the product, is not the requirement)"))
     if lay.sequence_parallel and lay.tp <= 1:
-        out.append(SP_NEEDS_TP.finding("Cannot use sequence parallelism without tensor parallelism",
+        out.append(SP_NEEDS_TP.finding("Cannot use sequence parallelism without tensor parallelism (MCore's "
+                                       "ModelParallelConfig; as an override it is accepted and does nothing)",
                                        hint="set model.sequence_parallel=false or TP > 1"))
     if lay.vpp > 1 and lay.pp <= 1:
         out.append(VPP_NEEDS_PP.finding(
-            "virtual_pipeline_model_parallel_size is set but pipeline_model_parallel_size is 1",
+            "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
             hint="set model.virtual_pipeline_model_parallel_size=null or PP > 1"))
     dp = world // model_size if not world % model_size else 0
     if dp and lay.global_batch_size % (lay.micro_batch_size * dp):
@@ -212,16 +215,36 @@ def _model_sizes(c: Context) -> list[Finding]:
             f"num_moe_experts={m.num_routed_experts} must be divisible by expert_model_parallel_size={lay.ep}",
             hint=f"EP from: {listing(divisors(m.num_routed_experts))}"))
     if c.s.pipeline_layout is None and lay.pp > 1:
-        layers = m.num_layers + c.s.account_for_embedding + c.s.account_for_loss  # MCore counts them as layers
-        if layers % lay.pp:
-            out.append(PP_LAYERS.finding(
-                f"num_layers={layers} should be divisible by config.pipeline_model_parallel_size={lay.pp}",
-                hint="use a PP that divides the layers, or give model.pipeline_model_parallel_layout"))
-        elif lay.vpp > 1 and (layers // lay.pp) % lay.vpp:
-            out.append(VPP_LAYERS.finding(
-                f"num_layers_per_pipeline_rank {layers // lay.pp} should be divisible by vp_size {lay.vpp}",
-                hint=f"VPP from: {listing(divisors(layers // lay.pp))}, or give a pipeline layout"))
+        out += _stage_split(lay, m.num_layers, c.s)
     return out
+
+
+def _stage_split(lay: Layout, num_layers: int, s: MegatronSettings) -> list[Finding]:
+    """MCore's even split: with account_for_* flags, TransformerConfig's config-time check counts the
+    embedding and the loss as layers; without them, get_num_layers_to_build's."""
+    pp, vpp = lay.pp, lay.vpp
+    pp_hint = "use a PP that divides the layers, or give model.pipeline_model_parallel_layout"
+    if s.account_for_embedding or s.account_for_loss:
+        layers = num_layers + s.account_for_embedding + s.account_for_loss
+        if layers % pp:
+            msg = (f"number of middle layers: {layers} must be divisible by middle pipeline_model_parallel_size {pp}"
+                   if vpp <= 1 else f"num_layers: {layers} after enableaccount_for_embedding_in_pipeline_split or "
+                   f"account_for_loss_in_pipeline_split must be divisibleby pipeline_model_parallel_size {pp}")
+            return [PP_LAYERS.finding(msg, hint=pp_hint)]
+        if vpp > 1 and (layers // pp) % vpp:
+            return [VPP_LAYERS.finding(
+                f"number of layers on each pipeline rank: {layers // pp}(after enable "
+                "account_for_embedding_in_pipeline_split or account_for_loss_in_pipeline_split) must be divisible "
+                f"byvirtual_pipeline_model_parallel_size{vpp}", hint=f"VPP from: {listing(divisors(layers // pp))}")]
+        return []
+    if num_layers % pp:
+        return [PP_LAYERS.finding(f"num_layers={num_layers} should be divisible by config.pipeline_model_parallel_size="
+                                  f"{pp}", hint=pp_hint)]
+    if vpp > 1 and (num_layers // pp) % vpp:
+        return [VPP_LAYERS.finding(f"num_layers_per_pipeline_rank {num_layers // pp} should be divisible by vp_size "
+                                   f"{vpp}", hint=f"VPP from: {listing(divisors(num_layers // pp))}, or give a "
+                                   "pipeline layout")]
+    return []
 
 
 def expand_layout(text: str) -> list[str]:
