@@ -148,11 +148,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if not args.recipe_function:
             raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
                              hint="e.g. --recipe deepseek_v3_pretrain_config")
-        if args.sbatch:
-            raise InputError("--sbatch is judged for the automodel target only", hint="drop --sbatch")
         report = validate_overrides(args.recipe, recipe=args.recipe_function,
                                     world_size=args.nodes * args.gpus_per_node, gpus_per_node=args.gpus_per_node,
-                                    model=args.model, gpu=args.gpu)
+                                    model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
         sys.stdout.write(render_report(report, fmt=args.format))
         return 0 if report.ok else 1
     if args.recipe_function:

@@ -18,7 +18,7 @@ from automodel_dist.findings import ERROR
 from automodel_dist.rules import RULES
 from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.rules import check_overrides, expand_layout
+from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch, expand_layout
 
 QWEN3_30B = resolve_model("qwen3-30b-a3b")   # 48 layers, 32 heads, 4 KV heads, 128 experts
 DSV3 = resolve_model("deepseek-v3")          # 61 layers, MLA, 256 experts, shared expert
@@ -139,6 +139,34 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
 ]
 
 
+GOOD_SBATCH = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+export HF_HOME="$SHARED_DIR/hf_home"
+srun --no-container-mount-home python scripts/training/run_recipe.py --recipe x
+"""
+SBATCH_CASES: list[tuple[str, str, str]] = [
+    ("launch-ntasks-per-node", GOOD_SBATCH.replace("python scripts", "torchrun --nproc_per_node=8 scripts"),
+     GOOD_SBATCH.replace("=8", "=1").replace("python scripts", "torchrun --nproc_per_node=8 scripts")),
+    ("mb-slurm-task-per-gpu", GOOD_SBATCH.replace("=8", "=1"), GOOD_SBATCH),
+    ("mb-slurm-mount-home-directive", GOOD_SBATCH.replace("#SBATCH --nodes=2", "#SBATCH --no-container-mount-home"),
+     GOOD_SBATCH),
+    ("mb-slurm-dist-vars", GOOD_SBATCH.replace("export HF", "export WORLD_SIZE=16\nexport HF"), GOOD_SBATCH),
+    ("mb-slurm-secret", GOOD_SBATCH.replace("export HF", "export HF_TOKEN=hf_abc123\nexport HF"),
+     GOOD_SBATCH.replace("export HF", ': "${HF_TOKEN:?set it}"\nexport HF')),
+    ("launch-node-local-cache", GOOD_SBATCH.replace("$SHARED_DIR/hf_home", "/root/.cache/hf"), GOOD_SBATCH),
+]
+
+
+@pytest.mark.parametrize(("rule", "bad", "good"), SBATCH_CASES, ids=[c[0] for c in SBATCH_CASES])
+def test_mb_sbatch_rule_fires_and_neighbour_passes(rule: str, bad: str, good: str) -> None:
+    def fired(text: str) -> set[str]:
+        return {f.rule for f in check_sbatch(text, gpus_per_node=8, multi_node=True)}
+
+    assert rule in fired(bad)
+    assert fired(good) == set()
+
+
 def _fired(case: OverrideSet, extra: dict[str, Any]) -> set[str]:
     return {f.rule for f in check_overrides(case, model=extra.get("model"), cluster=extra.get("cluster"))}
 
@@ -157,7 +185,7 @@ def test_mb_rule_fires_and_neighbour_passes(rule: str, bad: OverrideSet, good: O
 
 def test_every_mb_rule_is_megatron_targeted_and_has_a_case() -> None:
     mine = {rid for rid, rule in RULES.items() if rule.target == "megatron-bridge"}
-    assert mine == {c[0] for c in MB_CASES}
+    assert mine == {c[0] for c in MB_CASES} | {c[0] for c in SBATCH_CASES if c[0].startswith("mb-")}
     assert all(rid.startswith("mb-") for rid in mine)
 
 

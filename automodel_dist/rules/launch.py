@@ -89,10 +89,10 @@ def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,
 
 def sbatch_env(sbatch_text: str) -> dict[str, str]:
     """Variables the script sets (`export A=b` / `A=b`); `${A:-default}` reads as its default, `$B` as B's value."""
-    return {name: value for name, (value, _) in _assignments(sbatch_text).items()}
+    return {name: value for name, (value, _) in assignments(sbatch_text).items()}
 
 
-def _assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
+def assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
     """sbatch_env's values, each with the 1-based line of its last assignment."""
     values: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -107,17 +107,17 @@ def _assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
     return {name: (value, lines[name]) for name, value in values.items()}
 
 
-def _code(sbatch_text: str) -> str:
+def code_lines(sbatch_text: str) -> str:
     """The script without its comments (and without #SBATCH directives)."""
     return "\n".join(line.split("#", 1)[0] for line in sbatch_text.splitlines())
 
 
-def _launches_torchrun(code: str) -> bool:
+def launches_torchrun(code: str) -> bool:
     """`code` is the script without comments (`_code`): a commented-out torchrun launches nothing."""
     return "torchrun" in code or "torch.distributed.run" in code
 
 
-def _tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
+def tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
     """(value, 1-based line) of the largest `--ntasks-per-node` in #SBATCH lines or srun flags."""
     best: tuple[int, int] | None = None
     for number, line in enumerate(sbatch_text.splitlines(), start=1):
@@ -148,9 +148,9 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
-    code = _code(sbatch_text)
-    tasks = _tasks_per_node(sbatch_text)
-    if tasks and tasks[0] > 1 and _launches_torchrun(code):
+    code = code_lines(sbatch_text)
+    tasks = tasks_per_node(sbatch_text)
+    if tasks and tasks[0] > 1 and launches_torchrun(code):
         findings.append(at_line(r.NTASKS_PER_NODE.finding(
             f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node, each "
             "spawning its own workers on the same rendezvous port: EADDRINUSE, or a world size "
@@ -171,7 +171,7 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
             "kills the workers instead of triggering a checkpoint",
             hint="set step_scheduler.preemption_signal: [SIGUSR1, SIGTERM]"))
     if multi_node:
-        env = _assignments(sbatch_text)
+        env = assignments(sbatch_text)
         recipe_path, line = env.get("RECIPE", ("", 0))
         if is_node_local(recipe_path):
             findings.append(at_line(r.NODE_LOCAL_CACHE.finding(

@@ -28,8 +28,8 @@ from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
 from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
-from automodel_dist.targets.megatron_bridge.rules import check_overrides
-from automodel_dist.yamlio import load_document, to_plain
+from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
+from automodel_dist.yamlio import load_document, read_text_file, to_plain
 
 
 @dataclass
@@ -108,8 +108,8 @@ def explain_settings(result: MegatronCompileResult) -> str:
 
 
 def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
-                       model: str | None = None, gpu: str | None = None) -> Report:
-    """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs."""
+                       model: str | None = None, gpu: str | None = None, sbatch: Path | None = None) -> Report:
+    """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs (and its launch script)."""
     doc = load_document(source, what="overrides")
     override = parse_overrides(doc, world_size=world_size)
     spec = resolve_model(model) if model else model_for_recipe(recipe)
@@ -119,6 +119,10 @@ def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, worl
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
     findings = check_overrides(override, model=spec, cluster=cluster)
+    if sbatch is not None:
+        text = read_text_file(sbatch, what="sbatch script", expected="the path of the Slurm script")
+        findings += check_sbatch(text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
+                                 sbatch_file=str(sbatch))
     if spec is None:
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))

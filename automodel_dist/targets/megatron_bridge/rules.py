@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import capability_major, ep_group_in_domain
 from automodel_dist.findings import ERROR, WARNING, Finding
 from automodel_dist.layout import Layout
-from automodel_dist.rules.registry import Rule, divisors, listing, register
+from automodel_dist.rules import launch
+from automodel_dist.rules import registry as r
+from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_IMPLS,
@@ -508,3 +510,67 @@ def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None,
     ctx = Context(override, model, cluster)
     return [f for fn in CHECKS for f in fn(ctx)]
 
+
+
+# -- the multi-node Slurm launch (megatron-bridge.md §8) -------------------------------------------------------
+SLURM_TASKS = register("mb-slurm-task-per-gpu", ERROR, SCRIPT,
+                       "srun-native Megatron-Bridge needs one task per GPU (--ntasks-per-node = GPUs per node)",
+                       target=TARGET)
+SLURM_MOUNT_HOME = register("mb-slurm-mount-home-directive", ERROR, SCRIPT,
+                            "--no-container-mount-home is an srun flag, not an #SBATCH directive", target=TARGET)
+SLURM_DIST_VARS = register("mb-slurm-dist-vars", WARNING, SCRIPT,
+                           "Megatron-Bridge derives RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT from Slurm; "
+                           "the script must not set them", target=TARGET)
+SLURM_SECRET = register("mb-slurm-secret", ERROR, SCRIPT,
+                        "secrets (HF_TOKEN, GH_TOKEN, WANDB_API_KEY) come from the scheduler environment, never "
+                        "written in the script", target=TARGET)
+DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+SECRETS = ("HF_TOKEN", "GH_TOKEN", "WANDB_API_KEY")
+
+
+def check_sbatch(text: str, *, gpus_per_node: int, multi_node: bool, sbatch_file: str | None = None) -> list[Finding]:
+    """The multi-node card's pitfalls in a script that launches Megatron-Bridge (findings at its lines)."""
+    out: list[Finding] = []
+
+    def at(finding: Finding, line: int) -> Finding:
+        return replace(finding, line=line, col=1, file=sbatch_file)
+
+    code = launch.code_lines(text)
+    tasks = launch.tasks_per_node(text)
+    if launch.launches_torchrun(code):
+        if tasks and tasks[0] > 1:
+            out.append(at(r.NTASKS_PER_NODE.finding(
+                f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node on one "
+                "rendezvous port: EADDRINUSE", hint="srun-native: --ntasks-per-node=<GPUs> and no torchrun; or "
+                "--ntasks-per-node=1 with torchrun"), tasks[1]))
+    elif tasks is None or tasks[0] != gpus_per_node:
+        told = "is not set" if tasks is None else f"is {tasks[0]}"
+        out.append(at(SLURM_TASKS.finding(
+            f"--ntasks-per-node {told}; without torchrun, Slurm must start one task per GPU ({gpus_per_node})",
+            hint=f"#SBATCH --ntasks-per-node={gpus_per_node}"), tasks[1] if tasks else 1))
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith("#SBATCH") and "--no-container-mount-home" in line:
+            out.append(at(SLURM_MOUNT_HOME.finding(
+                "#SBATCH --no-container-mount-home: sbatch does not know the flag (pyxis adds it to srun only)",
+                hint="move --no-container-mount-home to the srun line"), number))
+    env = launch.assignments(text)
+    for name in DIST_VARS:
+        if name in env and not launch.launches_torchrun(code):
+            out.append(at(SLURM_DIST_VARS.finding(
+                f"the script sets {name}: every task gets the same value, where Megatron-Bridge would derive each "
+                "task's own from Slurm", hint=f"remove the {name} assignment"), env[name][1]))
+    for name in SECRETS:
+        value = env.get(name, ("", 0))[0]
+        if value and not value.startswith("$"):
+            out.append(at(SLURM_SECRET.finding(f"{name} is written in the script (it ends up in logs and copies)",
+                                               hint=f"export {name} in the submitting shell; sbatch passes it on"),
+                          env[name][1]))
+    if multi_node:
+        for name in launch.SHARED_CACHE_VARS:
+            value, line = env.get(name, ("", 0))
+            if launch.is_node_local(value):
+                out.append(at(r.NODE_LOCAL_CACHE.finding(
+                    f"{name}={value} is on node-local storage: files node 0 prepares are invisible to the others "
+                    "(multi-node SFT: TypeError: 'NoneType' object is not an iterator)",
+                    hint=f"point {name} at shared storage", path=SCRIPT, severity=WARNING), line))
+    return out

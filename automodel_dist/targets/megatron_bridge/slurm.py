@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 import shlex
 
-from automodel_dist.errors import InputError
+from automodel_dist.errors import InputError, ValidationFailed
+from automodel_dist.findings import ERROR, Report
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.targets.megatron_bridge.compile import MegatronCompileResult
+from automodel_dist.targets.megatron_bridge.rules import check_sbatch
 
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
@@ -98,5 +100,10 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     run = [*srun, f"python {RUNNER} --recipe {recipe} \"${{OVERRIDES[@]}}\""]
     body = ["# One task per GPU; Megatron-Bridge reads its rank, world size and rendezvous from Slurm (no torchrun).",
             " \\\n    ".join(run)]
-    return "\n".join(header + env + body) + "\n"
+    script = "\n".join(header + env + body) + "\n"
+    errors = [f for f in check_sbatch(script, gpus_per_node=gpus, multi_node=nodes > 1) if f.severity == ERROR]
+    if errors:  # never write a launch the target's own rules reject
+        raise ValidationFailed("the launch script breaks " + "; ".join(f"{f.rule}: {f.message}" for f in errors),
+                               report=Report(findings=errors))
+    return script
 
