@@ -14,7 +14,7 @@ from automodel_dist.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
 QWEN = str(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml")
-RECIPE = "qwen3_30b_a3b_pretrain_config"
+RECIPE = "qwen3_30b_a3b_sft_config"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -42,7 +42,7 @@ def test_launcher_writes_a_script_that_passes_shellcheck_and_validate(capsys: py
     script = out.parent / "launch.sbatch"
     text = script.read_text()
     assert "#SBATCH --ntasks-per-node=8" in text and "torchrun --" not in text and "torch.distributed.run" not in text
-    assert "--recipe qwen3_30b_a3b_pretrain_config" in text and "'model.cuda_graph_scope=[" in text
+    assert f"--recipe {RECIPE}" in text and "'model.cuda_graph_scope=[" in text
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is installed by scripts/setup-env.sh"
     result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
@@ -90,14 +90,16 @@ def test_hydra_format_is_the_megatron_targets(capsys: pytest.CaptureFixture[str]
 
 
 def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixture[str]) -> None:
-    code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge", "--top", "3")
+    code, text, _ = run(capsys, "explain", QWEN, "training.task=pretrain", "--target", "megatron-bridge", "--top", "3")
     assert code == 0
     assert "winner: distributed_optimizer" in text
     assert "comm_overlap.overlap_moe_expert_parallel_comm = True: every prerequisite holds" in text
     assert "env CUDA_DEVICE_MAX_CONNECTIONS=32" in text
+    code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe has no overlap
+    assert code == 0 and "overlap_moe_expert_parallel_comm" not in text
 
 
 def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
                        "megatron-bridge")
-    assert code == 2 and "ships no pretrain recipe" in err
+    assert code == 2 and "ships no peft recipe" in err

@@ -219,7 +219,7 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "qwen3-30b-a3b-pinned-32xh100", "deepseek-v
 def test_compiled_override_sets_pass_megatron(oracle: Oracle) -> None:
     cases = []
     for name in COMPILED:
-        result = compile_megatron(EXAMPLES / f"{name}.yaml", ["training.task=pretrain"])
+        result = compile_megatron(EXAMPLES / f"{name}.yaml")
         cases.append({"recipe": result.recipe_function, "world_size": result.layout.world_size,
                       "overrides": list(result.hydra), "gpu": list(DEVICES[result.problem.cluster.gpu.name])})
     verdicts = send(oracle, cases)

@@ -49,6 +49,8 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-vpp-needs-pp", mb(vpp=2), mb(pp=2, vpp=2), {}),
     ("mb-vpp-divides-stage-layers", mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=4),
      mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=5), Q),
+    ("mb-packed-micro-batch", mb(16, S(packed_sequence_size=4096), micro_batch_size=2),
+     mb(16, S(packed_sequence_size=4096)), {}),
     ("mb-gbs-divisible", mb(16, global_batch_size=24), mb(16, global_batch_size=32), {}),
     ("mb-tp-heads", mb(24, tp=3), mb(16, tp=2), Q),
     ("mb-tp-query-groups", mb(48, tp=6), mb(16, tp=8), {"model": LLAMA_8B.__class__(**{

@@ -48,6 +48,7 @@ settings_strategy = st.builds(
     check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
     seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
     account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
+    packed_sequence_size=st.none() | st.sampled_from([4096, 8192]),
 )
 
 

@@ -143,11 +143,14 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     """The settings written for `layout`, and the reason for each (keys: MegatronSettings / Layout fields)."""
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
-    recipe = recipe_for(model)
+    recipe = recipe_for(model, problem.training.task)
     section = recipe is None or recipe.comm_overlap
     s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model),
                          comm_overlap=section)
     why["seq_length"] = "the intent's sequence length"
+    if problem.training.task in ("sft", "peft"):
+        s = s.with_(packed_sequence_size=problem.training.seq_length)
+        why["packed_sequence_size"] = "the sft/peft recipes pack sequences: one packed sequence of seq_length"
     if s.mtp_num_layers:
         why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"
     cp_type, hcp, why["cp_comm_type"] = cp_comm(problem, layout)

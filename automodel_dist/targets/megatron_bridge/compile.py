@@ -83,7 +83,7 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
     """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
     intent = load_intent(source, tuple(overrides))
     problem = resolve_intent(intent)
-    recipe = recipe_function(problem.model)
+    recipe = recipe_function(problem.model, problem.training.task)
     result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
     best = result.best
     settings, why = decide(problem, best.layout)

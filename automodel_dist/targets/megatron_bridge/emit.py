@@ -17,9 +17,9 @@ from automodel_dist.yamlio import dump_yaml
 
 # Written only for MoE models (a layout with a dispatcher); a dense model keeps the recipe's.
 MOE_FIELDS = frozenset({"dispatcher_type", "flex_backend", "shared_expert_overlap", "ep_overlap", "delay_wgrad"})
-# Written only when set: recompute_modules means nothing without selective recompute, and the MTP layer
-# count is the recipe's unless the model has one.
-OPTIONAL_FIELDS = frozenset({"recompute_modules", "mtp_num_layers"})
+# Written only when set: recompute_modules means nothing without selective recompute, the MTP layer
+# count is the recipe's unless the model has one, and only the sft/peft recipes pack sequences.
+OPTIONAL_FIELDS = frozenset({"recompute_modules", "mtp_num_layers", "packed_sequence_size"})
 # A Hydra value outside these characters is quoted (pipeline layouts: `Et*3|(tt|)*29m|L`).
 _HYDRA_PLAIN = re.compile(r"[A-Za-z0-9_.:+\-/]+")
 

@@ -66,6 +66,7 @@ class MegatronSettings:
     mtp_num_layers: int | None = None
     seq_length: int = 4096
     comm_overlap: bool = False  # the recipe has a CommOverlapConfig (ConfigContainer's default is None)
+    packed_sequence_size: int | None = None  # the sft/peft recipes' packed sequences (pretrain: none)
 
     def with_(self, **changes: object) -> MegatronSettings:
         return replace(self, **changes)
@@ -138,5 +139,6 @@ KEYS: tuple[Key, ...] = (
     _l("train.micro_batch_size", "micro_batch_size"),
     _l("train.global_batch_size", "global_batch_size"),
     _k("model.mtp_num_layers", "mtp_num_layers"),
+    _k("dataset.offline_packing_specs.packed_sequence_size", "packed_sequence_size"),
 )
 PATHS = {key.field: key.path for key in KEYS}  # the first path of each field (finding paths)

@@ -19,9 +19,10 @@ from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEY
 from automodel_dist.yamlio import Document, to_plain
 
 INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size", "global_batch_size",
-                        "recompute_num_layers", "mtp_num_layers", "seq_length"})
+                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size"})
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
-                      "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp"})
+                      "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
+                      "packed_sequence_size"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",

@@ -55,6 +55,8 @@ TP_GROUPS = _rule("mb-tp-query-groups", ERROR, "tp", "the query groups must be a
                   needs=("model",))
 EP_NEEDS_MOE = _rule("mb-ep-needs-moe", ERROR, "ep", "EP > 1 needs an MoE model", needs=("model",))
 EP_EXPERTS = _rule("mb-ep-divides-experts", ERROR, "ep", "EP must divide the routed experts", needs=("model",))
+PACKED_MBS = _rule("mb-packed-micro-batch", ERROR, "micro_batch_size",
+                   "with packed sequences the micro batch is 1 (one packed sequence)")
 GBS = _rule("mb-gbs-divisible", ERROR, "global_batch_size",
             "the global batch must be divisible by micro batch · data-parallel size")
 PP_LAYERS = _rule("mb-pp-divides-layers", ERROR, "pp",
@@ -186,6 +188,10 @@ def _sizes(c: Context) -> list[Finding]:
         out.append(VPP_NEEDS_PP.finding(
             "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
             hint="set model.virtual_pipeline_model_parallel_size=null or PP > 1"))
+    if c.s.packed_sequence_size is not None and lay.micro_batch_size != 1:
+        out.append(PACKED_MBS.finding(
+            "Micro batch size should be 1 when training with packed sequence, but your micro batch size is "
+            f"{lay.micro_batch_size}.", hint="train.micro_batch_size=1 (a packed sequence holds several samples)"))
     dp = world // model_size if not world % model_size else 0
     if dp and lay.global_batch_size % (lay.micro_batch_size * dp):
         out.append(GBS.finding(
