@@ -134,6 +134,8 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
                                          te_rng_tracker=True)),
      mb(16, S(cuda_graph_impl="local", cuda_graph_scope=("full_iteration",), te_rng_tracker=True,
               check_for_nan_in_loss=False)), {}),
+    ("mb-cuda-graph-packed-attn", mb(16, GRAPHS.with_(cuda_graph_scope=("attn",), packed_sequence_size=4096)),
+     mb(16, GRAPHS.with_(packed_sequence_size=4096)), {}),
     ("mb-cuda-graph-rng", mb(16, GRAPHS.with_(te_rng_tracker=False)), mb(16, GRAPHS), {}),
     ("mb-cuda-graph-moe-recompute", mb(16, GRAPHS.with_(recompute_granularity="selective",
                                                         recompute_modules=("moe",))),

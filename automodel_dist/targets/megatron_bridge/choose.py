@@ -186,8 +186,8 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     if model.is_moe:
         rack = cluster.gpu.nvlink_domain > cluster.gpus_per_node
         scope = ("moe_router", "moe_preprocess")
-        if rack and not layout.activation_checkpointing:
-            scope = ("attn", *scope)
+        if rack and not layout.activation_checkpointing and s.packed_sequence_size is None:
+            scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
         s = s.with_(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
         why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"
         why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (", plus attn on rack-scale NVLink (host "

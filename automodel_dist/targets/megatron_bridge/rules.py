@@ -130,6 +130,8 @@ GRAPH_FULL_RECOMPUTE = _rule("mb-cuda-graph-full-recompute", ERROR, "cuda_graph_
 GRAPH_NAN_CHECK = _rule("mb-cuda-graph-nan-check", ERROR, "check_for_nan_in_loss",
                         "full-iteration graphs need check_for_nan_in_loss off")
 GRAPH_RNG = _rule("mb-cuda-graph-rng", ERROR, "te_rng_tracker", "CUDA graphs need TE's RNG tracker")
+GRAPH_PACKED_ATTN = _rule("mb-cuda-graph-packed-attn", ERROR, "cuda_graph_scope",
+                          "attention CUDA graphs over packed sequences need padded cu_seqlens")
 GRAPH_MOE_RECOMPUTE = _rule("mb-cuda-graph-moe-recompute", ERROR, "recompute_modules",
                             "moe recompute does not go with a moe_router TE graph")
 
@@ -498,6 +500,11 @@ def _cuda_graphs(c: Context) -> list[Finding]:
         out.append(GRAPH_NAN_CHECK.finding(
             "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set "
             "rerun_state_machine.check_for_nan_in_loss=False.", hint="rerun_state_machine.check_for_nan_in_loss=false"))
+    if s.packed_sequence_size is not None and (scope & {"attn", "full_iteration"} or not scope):
+        out.append(GRAPH_PACKED_ATTN.finding(
+            "Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. Enable it for "
+            "full-iteration, whole-layer, or attention-scoped capture.",
+            hint="graph moe_router + moe_preprocess only, or set dataset.offline_packing_specs.pad_cu_seqlens=true"))
     if not s.te_rng_tracker:
         out.append(GRAPH_RNG.finding("Transformer engine's RNG tracker is required for cudagraphs, it can be enabled "
                                      "with use_te_rng_tracker=True'.",
