@@ -103,3 +103,13 @@ def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str
     code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
                        "megatron-bridge")
     assert code == 2 and "ships no peft recipe" in err
+
+
+def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text(Path(QWEN).read_text() + "launcher:\n  account: \"acct; rm -rf ~\"\n")
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge", "-o",
+                       str(tmp_path / "run" / "o.yaml"), "--launcher", "slurm")
+    assert code == 2 and "cannot go on an #SBATCH line" in err
+    assert not (tmp_path / "run" / "launch.sbatch").exists()

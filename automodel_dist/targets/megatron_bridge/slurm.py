@@ -22,11 +22,20 @@ from automodel_dist.targets.megatron_bridge.rules import check_sbatch
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
 
 
 def _checked_identifier(value: str, what: str) -> str:
     if not _IDENTIFIER.fullmatch(value):
         raise InputError(f"{what} {value!r} is not a Python identifier", hint="e.g. deepseek_v3_pretrain_config")
+    return value
+
+
+def _checked_directive(value: str, what: str) -> str:
+    """#SBATCH lines cannot quote: a value with spaces, newlines or shell characters is refused."""
+    if not _DIRECTIVE_VALUE.fullmatch(value):
+        raise InputError(f"launcher.{what} {value!r} cannot go on an #SBATCH line",
+                         where=f"launcher.{what}", hint="letters, digits and _ . , : @ + = - only")
     return value
 
 
@@ -37,7 +46,7 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     nodes, gpus = cluster.nodes, cluster.gpus_per_node
     settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
     recipe = _checked_identifier(result.recipe_function, "recipe function")
-    job = settings.job_name.replace("automodel-", "mbridge-", 1)
+    job = _checked_directive(settings.job_name.replace("automodel-", "mbridge-", 1), "job_name")
     header = [
         "#!/bin/bash",
         f"# Launch {recipe} ({problem.model.name}) on {nodes} x {gpus} {cluster.gpu.name} with Megatron-Bridge.",
@@ -48,7 +57,7 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
         f"#SBATCH --ntasks-per-node={gpus}",
         f"#SBATCH --gpus-per-node={gpus}",
         "#SBATCH --exclusive",
-        *[f"#SBATCH --{key}={value}" for key, value in
+        *[f"#SBATCH --{key}={_checked_directive(value, key)}" for key, value in
           (("account", settings.account), ("partition", settings.partition), ("time", settings.time)) if value],
         "#SBATCH --output=%x_%j.log",
         "",
