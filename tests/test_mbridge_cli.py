@@ -113,3 +113,8 @@ def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytes
                        str(tmp_path / "run" / "o.yaml"), "--launcher", "slurm")
     assert code == 2 and "cannot go on an #SBATCH line" in err
     assert not (tmp_path / "run" / "launch.sbatch").exists()
+
+
+def test_automodel_only_pins_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compile", QWEN, "parallelism.strategy=fsdp2", "--target", "megatron-bridge")
+    assert code == 2 and "parallelism.strategy is an AutoModel choice" in err

@@ -17,6 +17,7 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.compiler import CompileResult, Source
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.errors import InputError
 from automodel_dist.findings import Report, locate_all
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.planner import memory_limit_gib, plan
@@ -83,6 +84,12 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
     """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
     intent = load_intent(source, tuple(overrides))
     problem = resolve_intent(intent)
+    for pin, allowed in (("strategy", None), ("dp_replicate", (1,))):
+        value = getattr(problem.pins, pin)
+        if value is not None and value != allowed:
+            raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
+                             "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
+                             where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
     recipe = recipe_function(problem.model, problem.training.task)
     result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
     best = result.best
