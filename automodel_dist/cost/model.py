@@ -38,16 +38,15 @@ MEGATRON_PROFILE = RecipeOptions(master_weights="fp32", async_tp=True, blocking_
 # megatron-bridge-oracle.md §7, megatron-bridge.md §1). To be fitted with the framework profiles.
 MEGATRON_ACTIVATION_SHARE = 0.5
 # With EP overlap (overlap_moe_expert_parallel_comm, which the megatron-bridge target turns on wherever its
-# prerequisites hold: EP > 1, and VPP when PP > 1) this share of the dispatch/combine hides behind expert
-# compute: 16xH100 Qwen3-30B-A3B HybridEP, communication hidden by compute 0.11% -> 36.55%
-# (megatron-bridge.md §2).
+# prerequisites hold) this share of the dispatch/combine hides behind expert compute: 16xH100 Qwen3-30B-A3B
+# HybridEP, communication hidden by compute 0.11% -> 36.55% (megatron-bridge.md §2).
 MEGATRON_EP_OVERLAP_HIDDEN = 0.37
 
 
-def megatron_adjusted(layout: Layout, mem: dict[str, float], time: dict[str, float]) -> tuple[dict, dict]:
+def megatron_adjusted(mem: dict[str, float], time: dict[str, float], *, ep_overlap: bool) -> tuple[dict, dict]:
     """The Megatron profile's two departures from the shared physics (activation bytes, EP overlap)."""
     mem = {**mem, "activations": mem["activations"] * MEGATRON_ACTIVATION_SHARE}
-    if layout.ep > 1 and (layout.pp <= 1 or layout.vpp > 1):
+    if ep_overlap:
         time = {**time, "ep_comm": time["ep_comm"] * (1.0 - MEGATRON_EP_OVERLAP_HIDDEN)}
     return mem, time
 
@@ -96,7 +95,7 @@ def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
 
 
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
-                    framework: str = "automodel") -> Estimate:
+                    framework: str = "automodel", ep_overlap: bool = False) -> Estimate:
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 
     `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
@@ -104,7 +103,8 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     bf16 dense peak, as AutoModel's performance tables do (also for fp8 runs). `options` are the recipe
     settings outside the Layout: by default those the compiler would write (`planned_options`); a
     caller with a recipe in hand passes the recipe's (validate, and the calibration for each measured run).
-    `framework` picks the profile whose settings apply when `options` is None (see framework_options).
+    `framework` picks the profile whose settings apply when `options` is None (see framework_options);
+    `ep_overlap` (Megatron only) says the run overlaps the MoE dispatch with expert compute.
     """
     if options is None:
         options = framework_options(problem, layout, framework)
@@ -115,7 +115,7 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
     time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options)
     if framework == "megatron":
-        mem, time = megatron_adjusted(layout, mem, time)
+        mem, time = megatron_adjusted(mem, time, ep_overlap=ep_overlap)
     peak = sum(mem.values())
     step = sum(time.values())
     fits = peak <= memory_limit_gib(problem)

@@ -95,4 +95,6 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 
 
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
-    return estimate_layout(problem, layout, framework="megatron")
+    """The Megatron cost profile, with EP overlap where the emitter turns it on."""
+    settings, _ = decide(problem, layout)
+    return estimate_layout(problem, layout, framework="megatron", ep_overlap=settings.ep_overlap)
