@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
+from automodel_dist.output import Output, output_path, write_outputs
+from automodel_dist.textsafe import printable
+
+if TYPE_CHECKING:
+    from automodel_dist.findings import Report
+    from automodel_dist.html_report import ReportData
 
 
 def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -31,25 +37,16 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def _print(text: str) -> None:
+    """A report or recipe to stdout, with any control character user text carried escaped (textsafe)."""
+    sys.stdout.write(printable(text))
+
+
 _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
 TARGETS = ("automodel", "megatron-bridge")
-
-
-def _write_outputs(files: dict[Path, str]) -> list[str]:
-    """Write each output file (its folder made first); an unwritable path is bad input naming it."""
-    written = []
-    for path, text in files.items():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(path),
-                             hint="pass -o the path of a file in a folder you can write to") from None
-        written.append(str(path))
-    return written
 
 
 def _compile_megatron(args: argparse.Namespace) -> int:
@@ -60,6 +57,7 @@ def _compile_megatron(args: argparse.Namespace) -> int:
     if args.launcher and (args.format != "yaml" or not args.output):
         raise InputError("--launcher writes the override YAML and launch.sbatch beside it: it needs -o and the "
                          "yaml format", hint="add -o run/overrides.yaml and drop --format")
+    out = None if args.output is None else output_path(args.output)
     result = compile_megatron(args.intent, args.overrides)
     if args.format == "json":
         text = json.dumps(result.to_json(), indent=2) + "\n"
@@ -67,16 +65,16 @@ def _compile_megatron(args: argparse.Namespace) -> int:
         text = "\n".join(result.hydra) + "\n"
     else:
         text = result.yaml
-    if not args.output:
-        sys.stdout.write(text)
+    if out is None:
+        _print(text)
         return 0
-    out = Path(args.output)
-    files = {out: text}
+    outputs = [Output(out, text)]
     if args.launcher:
         from automodel_dist.targets.megatron_bridge.slurm import launch_script
 
-        files[out.parent / "launch.sbatch"] = launch_script(result, out.name)
-    print("wrote " + ", ".join(_write_outputs(files)), file=sys.stderr)
+        outputs.append(Output(out.parent / "launch.sbatch", launch_script(result, out.name)))
+    written = write_outputs(outputs, inputs=result.inputs, force=args.force)
+    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
     return 0
 
 
@@ -91,35 +89,34 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
                          hint="drop --format json")
-    if args.launcher and not args.output:
+    if args.launcher and args.output is None:
         raise InputError("--launcher needs -o/--output: the launch files are written beside the recipe",
                          hint="add -o run/recipe.yaml")
-    kwargs = {}
-    if args.output:  # the recipe's `$schema` line points at the shipped schema, relative to where it is written
-        from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
-
-        schema = SCHEMAS_DIR / RECIPE_SCHEMA
-        kwargs["schema_ref"] = Path(os.path.relpath(schema, Path(args.output).resolve().parent)).as_posix()
-    result = compile_intent(args.intent, args.overrides, **kwargs)
+    out = None if args.output is None else output_path(args.output)
+    result = compile_intent(args.intent, args.overrides)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
-    if not args.output:
-        sys.stdout.write(text)
+    if out is None:
+        _print(text)
         return 0
-    out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
-            from automodel_dist.launch import write_launch_files
+    if args.launcher:  # it writes the recipe itself, with the launch settings, once the launch rules pass
+        from automodel_dist.launch import write_launch_files
 
-            written = [str(out), *write_launch_files(result, out, args.launcher)]
-        else:
-            out.write_text(text, encoding="utf-8")
-            written = [str(out)]
-    except OSError as exc:  # -o names a folder, or a place this user cannot write: bad input, not a traceback
-        raise InputError(f"cannot write the output: {exc.strerror or exc}", where=exc.filename or str(out),
-                         hint="pass -o the path of a file in a folder you can write to") from None
-    print("wrote " + ", ".join(written), file=sys.stderr)
+        written = [str(out), *write_launch_files(result, out, args.launcher, inputs=result.inputs, force=args.force)]
+    else:
+        write_outputs([Output(out, text)], inputs=result.inputs, force=args.force)
+        written = [str(out)]
+    print(printable("wrote " + ", ".join(written)), file=sys.stderr)
     return 0
+
+
+def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | Path] = (),
+                      force: bool = False) -> None:
+    """Render the HTML report and write it through the one writer (`explain --html`, `dry-run --html`)."""
+    from automodel_dist.html_report import render_page
+
+    path = output_path(out, option="--html")
+    write_outputs([Output(path, render_page(data))], inputs=inputs, force=force)
+    print(printable(f"wrote {path}"), file=sys.stderr)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -129,18 +126,23 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if args.target == "megatron-bridge":
         from automodel_dist.targets.megatron_bridge.compile import compile_megatron, explain_settings
 
+        if args.html:
+            raise InputError("--html reports the automodel target's plan", hint="drop --html")
         result = compile_megatron(args.intent, args.overrides)
         text = render_explain(result, top=args.top, fmt=args.format)
-        sys.stdout.write(text if args.format == "json" else text + "\n" + explain_settings(result))
+        _print(text if args.format == "json" else text + "\n" + explain_settings(result))
         return 0
     result = compile_intent(args.intent, args.overrides)
-    sys.stdout.write(render_explain(result, top=args.top, fmt=args.format))
+    _print(render_explain(result, top=args.top, fmt=args.format))
+    if args.html:
+        from automodel_dist.html_report import from_compile
+
+        write_html_report(args.html, from_compile(result, top=args.top), inputs=result.inputs, force=args.force)
     return 0
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
-    from automodel_dist.validate import validate_recipe
 
     if args.target == "megatron-bridge":
         from automodel_dist.targets.megatron_bridge.compile import validate_overrides
@@ -148,18 +150,53 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if not args.recipe_function:
             raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
                              hint="e.g. --recipe deepseek_v3_pretrain_config")
-        report = validate_overrides(args.recipe, recipe=args.recipe_function,
-                                    world_size=args.nodes * args.gpus_per_node, gpus_per_node=args.gpus_per_node,
-                                    model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
-        sys.stdout.write(render_report(report, fmt=args.format))
+        if len(args.recipe) > 1:
+            raise InputError("--target megatron-bridge judges one override file", hint="validate one file")
+        nodes, gpus_per_node = args.nodes or 1, args.gpus_per_node or 8
+        report = validate_overrides(args.recipe[0], recipe=args.recipe_function, world_size=nodes * gpus_per_node,
+                                    gpus_per_node=gpus_per_node, model=args.model, gpu=args.gpu,
+                                    sbatch=Path(args.sbatch) if args.sbatch else None)
+        _print(render_report(report, fmt=args.format))
         return 0 if report.ok else 1
     if args.recipe_function:
         raise InputError("--recipe names a Megatron-Bridge recipe function", hint="add --target megatron-bridge")
-    report = validate_recipe(args.recipe, world_size=args.nodes * args.gpus_per_node,
-                             gpus_per_node=args.gpus_per_node, model=args.model, gpu=args.gpu,
-                             sbatch=Path(args.sbatch) if args.sbatch else None)
-    sys.stdout.write(render_report(report, fmt=args.format))
-    return 0 if report.ok else 1
+    if args.sbatch and len(args.recipe) > 1:
+        raise InputError("--sbatch judges one launch script with one recipe", hint="validate one recipe with --sbatch")
+    if len(args.recipe) == 1:
+        report = _validate_one(args, args.recipe[0])
+        _print(render_report(report, fmt=args.format))
+        return 0 if report.ok else 1
+    # Several recipes (a pre-commit hook passes every changed one): each is judged on its own, a bad file
+    # is reported and the others still checked; the exit code is the worst.
+    worst, reports = 0, []
+    for recipe in args.recipe:
+        try:
+            report = _validate_one(args, recipe)
+        except AutomodelDistError as exc:
+            print(printable(f"automodel-dist validate: error: {exc}"), file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        reports.append(report)
+        worst = max(worst, 0 if report.ok else 1)
+        if args.format == "text":
+            _print(render_report(report))
+    if args.format == "json":
+        _print(json.dumps([report.to_json() for report in reports], indent=2) + "\n")
+    return worst
+
+
+def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
+    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
+    from automodel_dist.validate import header_world, validate_recipe
+    from automodel_dist.yamlio import read_text_file
+
+    nodes, gpus_per_node = args.nodes, args.gpus_per_node
+    if nodes is None and gpus_per_node is None:
+        stated = header_world(read_text_file(recipe, what="recipe file", expected="the path of a .yaml file"))
+        nodes, gpus_per_node = stated or (None, None)
+    nodes, gpus_per_node = nodes or 1, gpus_per_node or 8
+    return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
+                           model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
@@ -171,8 +208,19 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     from automodel_dist.resources import INTENT_SCHEMA, RECIPE_SCHEMA, SCHEMAS_DIR
 
-    name = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}[args.which]
-    sys.stdout.write((SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+    names = {"intent": INTENT_SCHEMA, "recipe": RECIPE_SCHEMA}
+    if args.write is None:
+        if args.which is None:
+            raise InputError("say which schema to print, or where to write both",
+                             hint="automodel-dist schema intent | schema recipe | schema --write DIR")
+        sys.stdout.write((SCHEMAS_DIR / names[args.which]).read_text(encoding="utf-8"))
+        return 0
+    # Editors are pointed at these files (README, Editors): a stable place, outside any one checkout.
+    folder = Path(args.write)
+    chosen = [names[args.which]] if args.which else list(names.values())
+    outputs = [Output(folder / name, (SCHEMAS_DIR / name).read_text(encoding="utf-8")) for name in chosen]
+    written = write_outputs(outputs, force=args.force)
+    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
     return 0
 
 
@@ -201,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write what launches it (slurm: launch.sbatch beside the recipe)")
     p.add_argument("--target", choices=TARGETS, default="automodel",
                    help="automodel: an AutoModel recipe; megatron-bridge: overrides for a recipe function")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("explain", help="show the chosen layout, the runners-up and what was pruned")
@@ -208,16 +258,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("--top", type=_positive_int, default=10, help="how many runner-up layouts to show")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report (ranking, memory per "
+                   "pipeline stage, step time, rank map)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.add_argument("--target", choices=TARGETS, default="automodel")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
-    p.add_argument("recipe", help="AutoModel recipe YAML (or Megatron-Bridge overrides with --target)")
+    p.add_argument("recipe", nargs="+", help="AutoModel recipe YAML (several: each is judged on its own), or "
+                   "Megatron-Bridge overrides with --target megatron-bridge")
     p.add_argument("--target", choices=TARGETS, default="automodel")
     p.add_argument("--recipe", dest="recipe_function", metavar="FUNCTION",
                    help="megatron-bridge: the recipe function, e.g. deepseek_v3_pretrain_config")
-    p.add_argument("--nodes", type=_positive_int, default=1)
-    p.add_argument("--gpus-per-node", type=_positive_int, default=8)
+    p.add_argument("--nodes", type=_positive_int,
+                   help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
+    p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
     p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
     p.add_argument("--sbatch", metavar="PATH", help="the Slurm script that launches the recipe (judged with it)")
@@ -230,10 +286,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
     p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with the rank map "
+                   "(from an intent, also the ranking, memory per stage and step time)")
+    p.add_argument("--top", type=_positive_int, default=10, help="runner-up layouts in the --html report")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_dry_run)
 
-    p = sub.add_parser("schema", help="print a JSON Schema")
-    p.add_argument("which", choices=("intent", "recipe"))
+    p = sub.add_parser("schema", help="print a JSON Schema, or write both for an editor to use")
+    p.add_argument("which", nargs="?", choices=("intent", "recipe"))
+    p.add_argument("--write", metavar="DIR", help="write the schema files (both unless one is named) into DIR")
+    p.add_argument("--force", action="store_true", help="replace schema files in DIR that automodel-dist did not write")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("presets", help="list model or hardware presets")
@@ -249,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except AutomodelDistError as exc:
-        print(f"automodel-dist {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"automodel-dist {args.command}: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -12,9 +12,10 @@ from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.layout import Layout
+from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
-from automodel_dist.targets.automodel.emit import DEFAULT_SCHEMA_REF, emit_recipe, pinned_to_one
+from automodel_dist.targets.automodel.emit import emit_recipe, pinned_to_one
 
 Source = str | Path | Mapping[str, Any]
 
@@ -35,8 +36,14 @@ class CompileResult:
     feasible: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def inputs(self) -> list[Path]:
+        """The files this compile read, which no output may overwrite."""
+        return self.intent.input_paths()
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "generated_by": JSON_MARKER,  # first, so the output writer knows the file for its own
             "recipe": self.recipe,
             "layout": layout_json(self.layout),
             "estimate": self.estimate.to_json(),
@@ -78,8 +85,7 @@ def _pin_where(intent: Intent) -> Any:
     return lambda name: intent.where(f"parallelism.{name}")
 
 
-def compile_intent(source: Source, overrides: Iterable[str] = (), *,
-                   schema_ref: str = DEFAULT_SCHEMA_REF) -> CompileResult:
+def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResult:
     """Compile an intent (path, YAML text or mapping) into an AutoModel recipe.
 
     Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
@@ -89,7 +95,7 @@ def compile_intent(source: Source, overrides: Iterable[str] = (), *,
     result = plan(problem)
     best = result.best
     yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=intent.base_recipe,
-                                    schema_ref=schema_ref, pin_where=_pin_where(intent),
+                                    pin_where=_pin_where(intent),
                                     model_id=model_id(intent, problem))
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
                          alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,

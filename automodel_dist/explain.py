@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from automodel_dist.compiler import CompileResult, layout_json
+from automodel_dist.cost.profiles import ErrorBand, parameters
+from automodel_dist.cost.throughput import generation
 from automodel_dist.infeasible import largest_parts
 from automodel_dist.planner import THROUGHPUT_TIE, Candidate, simplicity
 
@@ -28,8 +30,23 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
     return {"layout": layout_json(c.layout), "label": c.layout.short(), "estimate": c.estimate.to_json()}
 
 
+def error_band(result: CompileResult) -> ErrorBand | None:
+    """The cross-validated error of measured AutoModel rows like this problem (family, GPU generation)."""
+    problem = result.problem
+    return parameters().error_band("automodel", problem.model.family,
+                                   generation(problem.cluster.gpu.compute_capability))
+
+
+def _band_text(band: ErrorBand | None) -> str:
+    if band is None:
+        return "model error: unknown (no cross-validated rows like this one)"
+    return (f"model error: throughput estimates of rows like this one ({band.group}, {band.rows} measured runs) "
+            f"are off by {band.median_abs_error:.0%} (median, cross-validated)")
+
+
 def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
     problem = result.problem
+    band = error_band(result)
     return {
         "model": problem.model.name,
         "gpu": problem.cluster.gpu.name,
@@ -41,7 +58,27 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "alternatives": [_candidate_json(c) for c in result.alternatives[:top]],
         "pruned": result.pruned,
         "pruned_examples": result.reasons,
+        "error_band": None if band is None else {"median_abs_error": band.median_abs_error, "rows": band.rows,
+                                                 "group": band.group},
+        "tie_within_error_band": within_band(result, band),
     }
+
+
+def _gain(result: CompileResult) -> float:
+    """How much better the winner is than #2 under the objective (a share; 0 without a runner-up)."""
+    if not result.alternatives:
+        return 0.0
+    best, second = result.estimate, result.alternatives[0].estimate
+    if result.problem.objective == "memory":
+        return second.memory_gib / best.memory_gib - 1 if best.memory_gib else 0.0
+    return best.tokens_per_s_per_gpu / second.tokens_per_s_per_gpu - 1 if second.tokens_per_s_per_gpu else 0.0
+
+
+def within_band(result: CompileResult, band: ErrorBand | None) -> bool:
+    """The winner's throughput margin over #2 is inside the model's cross-validated error: a tie the
+    measurements cannot break."""
+    return (band is not None and bool(result.alternatives) and result.problem.objective == "throughput"
+            and _gain(result) < band.median_abs_error)
 
 
 def why_it_won(result: CompileResult) -> str:
@@ -54,10 +91,7 @@ def why_it_won(result: CompileResult) -> str:
         return "the only layout that fits"
     best, second = result.estimate, result.alternatives[0].estimate
     memory = result.problem.objective == "memory"
-    if memory:
-        gain = second.memory_gib / best.memory_gib - 1 if best.memory_gib else 0.0
-    else:
-        gain = best.tokens_per_s_per_gpu / second.tokens_per_s_per_gpu - 1 if second.tokens_per_s_per_gpu else 0.0
+    gain = _gain(result)
     gpn = result.problem.cluster.gpus_per_node
     simpler = simplicity(result.layout, gpn) < simplicity(result.alternatives[0].layout, gpn)
     if abs(gain) <= THROUGHPUT_TIE and simpler:
@@ -68,25 +102,37 @@ def why_it_won(result: CompileResult) -> str:
     return f"{gain:.1%} more tokens/s/GPU than #2"
 
 
-def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
-    """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
-    if fmt == "json":
-        return json.dumps(explain_json(result, top), indent=2) + "\n"
+def headline(result: CompileResult) -> tuple[str, str]:
+    """The problem in one line, and the search in another (the text and the HTML report open with them)."""
     problem = result.problem
     cluster, training = problem.cluster, problem.training
     dropped = sum(result.pruned.values())
-    est = result.estimate
-    lines = [
+    return (
         f"{problem.model.name} on {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
         f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
         f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}",
         f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
         f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
+    )
+
+
+def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> str:
+    """The winner and the next `top` layouts (one per distinct structure); text or JSON."""
+    if fmt == "json":
+        return json.dumps(explain_json(result, top), indent=2) + "\n"
+    est = result.estimate
+    band = error_band(result)
+    lines = [
+        *headline(result),
         f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
         f"tokens/s/GPU, bound by {est.bound}",
         f"why: {why_it_won(result)}",
-        "",
+        _band_text(band),
     ]
+    if within_band(result, band):
+        lines.append(f"tie: the winner's margin over #2 is inside that error; measure both before committing to "
+                     f"one (#2: {result.alternatives[0].layout.short()})")
+    lines.append("")
     rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate))]
     rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
     lines += _table(rows)

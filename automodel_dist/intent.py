@@ -97,6 +97,17 @@ class Intent:
         """file:line:col of a key, or the override that set it."""
         return _where(self.document, self.overrides, path)
 
+    def input_paths(self) -> list[Path]:
+        """The files this intent reads: itself, its base recipe, a local model file or folder's config.json."""
+        paths = [] if self.document.filename.startswith("<") else [Path(self.document.filename)]
+        if self.base_recipe is not None:
+            paths.append(self.base_recipe)
+        ref = self.model_ref.get("preset") if isinstance(self.model_ref, dict) else self.model_ref
+        if isinstance(ref, str) and ref.strip():
+            model = _relative_to_intent(self.document, ref.strip())
+            paths.append(model / "config.json" if model.is_dir() else model)
+        return [p for p in paths if _exists(p)]
+
 
 def load_intent(source: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Intent:
     """Load, override, schema-check and default an intent; raise one InputError listing every problem."""
@@ -147,7 +158,7 @@ def pins_from_mapping(parallelism: Mapping[str, Any]) -> Pins:
         return tuple(sorted(set(values)))
 
     return Pins(strategy=allowed("strategy"), activation_checkpointing=allowed("activation_checkpointing"),
-                **{name: allowed(name) for name in INT_PINS})
+                dispatcher=allowed("dispatcher"), **{name: allowed(name) for name in INT_PINS})
 
 
 def parse_override(text: str) -> Override:
@@ -280,6 +291,13 @@ def _where(doc: Document, overrides: tuple[Override, ...], path: str | PathKey) 
         if keys[: len(override.path)] == override.path:
             return f"override {override.text!r}"
     return doc.where(keys)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, or with a NUL in it, names no file
+        return False
 
 
 def _relative_to_intent(doc: Document, ref: str) -> Path:

@@ -100,9 +100,12 @@ def fits(problem: Problem, estimate: Estimate) -> bool:
 
 
 def _default_checker() -> Checker:
+    """The shared layout rules, without the topology checks that can only warn (the search keeps errors)."""
+    from functools import partial
+
     from automodel_dist.rules import check_layout
 
-    return check_layout
+    return partial(check_layout, topology_warnings=False)
 
 
 def _default_estimator() -> Estimator:
@@ -167,7 +170,7 @@ class Enumerator:
         self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training}
         self.divisor_cache: dict[int, list[int]] = {}
         self.batch_cache: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
-        self.dispatchers: dict[int, str | None] = {}
+        self.dispatchers: dict[int, list[str | None]] = {}
 
     def divisors(self, n: int) -> list[int]:
         if n not in self.divisor_cache:
@@ -219,9 +222,12 @@ class Enumerator:
         natural = [1, *virtual_stage_options(self.p.model.num_layers, pp, MAX_VPP)]
         return _pinned(pins, natural)
 
-    def dispatcher(self, ep: int) -> str | None:
+    def dispatcher_options(self, ep: int) -> list[str | None]:
+        """The dispatcher `choose_dispatcher` picks, or with EP the intent's pinned ones."""
         if ep not in self.dispatchers:
-            self.dispatchers[ep] = choose_dispatcher(self.p.model, self.p.cluster, ep).name
+            pinned = self.p.pins.dispatcher
+            self.dispatchers[ep] = (list(pinned) if pinned is not None and ep > 1 and self.p.model.is_moe
+                                    else [choose_dispatcher(self.p.model, self.p.cluster, ep).name])
         return self.dispatchers[ep]
 
     def acs(self, strategy: str) -> list[bool]:
@@ -262,7 +268,7 @@ class Enumerator:
 
     def fields(self, *, etp: int, **sizes: Any) -> dict:
         """The layout's fields but the batch split (`layout_fields`; AutoModel's etp is always 1)."""
-        return layout_fields(self.p, **sizes, dispatcher=self.dispatcher(sizes["ep"]))
+        return layout_fields(self.p, **sizes)
 
     def make(self, base: dict, local_batch_size: int, micro_batch_size: int) -> Layout:
         """The layout of one structure (`fields`) with one batch split."""
@@ -280,8 +286,10 @@ class Enumerator:
                         for (ep, etp), dpr, vpp, ac in product(self.expert_options(strategy, pp),
                                                                self.dprs(strategy, tp, cp, dp),
                                                                self.vpps(pp), self.acs(strategy)):
-                            yield self.fields(strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp,
-                                              dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac), dp
+                            for dispatcher in self.dispatcher_options(ep):
+                                yield self.fields(strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp,
+                                                  dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac,
+                                                  dispatcher=dispatcher), dp
 
     def run(self) -> Search:
         with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses

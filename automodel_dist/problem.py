@@ -37,6 +37,7 @@ class Pins:
     activation_checkpointing: tuple[bool, ...] | None = None
     local_batch_size: tuple[int, ...] | None = None
     micro_batch_size: tuple[int, ...] | None = None
+    dispatcher: tuple[str, ...] | None = None  # MoE token dispatcher, for layouts with ep > 1
 
     def allows(self, name: str, value: object) -> bool:
         allowed = getattr(self, name)

@@ -4,8 +4,10 @@ Shared by intent loading and `validate`. jsonschema reports errors in its own te
 as a wall of branch errors); this module turns each into one `SchemaIssue`, picks the branch the user
 most likely meant, and suggests the nearest allowed key for a typo.
 
-Schemas may annotate a subschema with `x-hint` (the fix to show when it fails) and `x-severity`
-(`warning` where AutoModel itself would not fail, e.g. a backend name it does not check).
+Schemas may annotate a subschema with `x-hint` (the fix to show when it fails). A check whose failure
+AutoModel survives (a backend name it does not check, a section it does not read) sits under `x-warn`: this
+module reports its failures as warnings, and every other validator (editors, check-jsonschema) ignores the
+unknown keyword, so none of them rejects a recipe AutoModel runs.
 """
 
 from __future__ import annotations
@@ -45,21 +47,61 @@ class SchemaIssue:
 
 @cache
 def load_schema(schema_filename: str) -> dict[str, Any]:
-    """The parsed schema shipped in `schemas/` (cached: read once per process)."""
+    """The parsed schema shipped in `data/schemas/` (cached: read once per process)."""
     return json.loads((SCHEMAS_DIR / schema_filename).read_text(encoding="utf-8"))
+
+
+@cache
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A schema `pattern` compiled with ECMA-262's meaning of `$`: the very end of the string.
+
+    Python's `$` also matches before a final newline, so `^[a-z]+$` would accept "acct\n": the one
+    difference that matters for values written into launch scripts. Each `$` outside a character class
+    and not escaped becomes `\\Z`.
+    """
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+    return re.compile("".join(out))
+
+
+def matches_pattern(pattern: str, value: str) -> bool:
+    """Does `value` match the schema `pattern` (searched, as JSON Schema does, with ECMA-262's `$`)?"""
+    return ecma_pattern(pattern).search(value) is not None
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not matches_pattern(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 @cache
 def _validator(schema_filename: str) -> Draft202012Validator:
     # Imported here: jsonschema costs ~60 ms to import, which commands that check no schema (dry-run,
     # presets) should not pay. Cached: building a validator is the costly part, done once per schema.
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(load_schema(schema_filename))
+    def warn(validator: Any, subschema: Any, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+        yield from validator.descend(instance, subschema)
+
+    extended = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword, "x-warn": warn})
+    return extended(load_schema(schema_filename))
 
 
 def schema_issues(doc: Document, schema_filename: str) -> list[SchemaIssue]:
-    """Every violation of `schemas/<schema_filename>` in `doc`, located and explained, in file order."""
+    """Every violation of `data/schemas/<schema_filename>` in `doc`, located and explained, in file order."""
     issues: dict[tuple[PathKey, str], SchemaIssue] = {}
     root = load_schema(schema_filename)
     for error in _validator(schema_filename).iter_errors(doc.plain()):
@@ -81,7 +123,7 @@ def _explain(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained
         return
     path: PathKey = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
-    severity = _severity(root, error.absolute_schema_path)
+    severity = _severity(error)
     custom_hint = schema.get("x-hint")
     if keyword == "additionalProperties":
         allowed = _allowed_keys(error.schema)
@@ -108,30 +150,9 @@ def _explain(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained
     yield path, message, custom_hint or hint, severity
 
 
-def _severity(root: dict[str, Any], schema_path: Iterable[Any]) -> str:
-    """`warning` when any subschema on the failing keyword's path is marked `x-severity: warning`."""
-    node: Any = root
-    for key in schema_path:
-        if isinstance(node, dict) and node.get("x-severity") == WARNING:
-            return WARNING
-        node = _child(root, node, key)
-        if node is None:
-            break
-    return WARNING if isinstance(node, dict) and node.get("x-severity") == WARNING else ERROR
-
-
-def _child(root: dict[str, Any], node: Any, key: Any) -> Any:
-    """Step one schema-path key down; jsonschema's paths go through a local `$ref` without naming it."""
-    for _ in range(16):  # a longer $ref chain would be a schema bug
-        if isinstance(node, dict) and key in node:
-            return node[key]
-        if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-            return node[key]
-        ref = node.get("$ref") if isinstance(node, dict) else None
-        if not (isinstance(ref, str) and ref.startswith("#/")):
-            return None
-        node = _resolve(root, ref)
-    return None
+def _severity(error: ValidationError) -> str:
+    """`warning` for a failure under an `x-warn` check, else `error`."""
+    return WARNING if "x-warn" in error.absolute_schema_path else ERROR
 
 
 def _explain_branches(error: ValidationError, root: dict[str, Any]) -> Iterator[Explained]:
@@ -153,7 +174,7 @@ def _explain_branches(error: ValidationError, root: dict[str, Any]) -> Iterator[
             yield from _explain(sub, root)
         return
     schema = error.schema if isinstance(error.schema, dict) else {}
-    severity = _severity(root, error.absolute_schema_path)
+    severity = _severity(error)
     expected = schema.get("x-describe") or _join_alternatives(_describe(b, root) for b in branches)
     hint = schema.get("x-hint") or f"write {expected}"
     near = _nearest_string(error.instance, branches, root)

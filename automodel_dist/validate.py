@@ -8,6 +8,7 @@ key. A check that cannot be judged is skipped with a note; bad input is an Input
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -19,12 +20,13 @@ from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.resources import RECIPE_SCHEMA, SCHEMAS_DIR
+from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
@@ -65,7 +67,8 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
                                           path="model.backend.dispatcher", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
     findings += check_launch(config, world_size=world_size, gpus_per_node=gpus_per_node, sbatch_text=sbatch_text,
                              sbatch_file=sbatch_file, layout=layout if gpu_spec else None,
-                             nvlink_domain=cluster.nvlink_domain)
+                             nvlink_domain=cluster.nvlink_domain,
+                             sbatch_syntax=script_syntax(sbatch_text) if sbatch_text is not None else None)
     findings += _schema_findings(config, findings)
     return Report(findings=_located(doc, findings), source=doc.filename)
 
@@ -97,6 +100,25 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
                              "later value and ignores this one", path="", severity=WARNING,
                              hint="delete one of the two").located(dup.line, dup.col)
             for dup in doc.duplicate_keys]
+
+
+_WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
+def header_world(text: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+
+    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
+    `compile` writes the line into every recipe's header.
+    """
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return None  # the opening comment block is over
+        match = _WORLD_HEADER.match(stripped)
+        if match and int(match[1]) > 0 and int(match[2]) > 0:
+            return int(match[1]), int(match[2])
+    return None
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
@@ -223,8 +245,6 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
 
 def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:
     """Schema violations the rules above did not already report (the schema owns shapes and enums)."""
-    if not (SCHEMAS_DIR / RECIPE_SCHEMA).is_file():
-        return [r.SKIPPED.finding("recipe schema not installed: shape checks skipped", path="")]
     from automodel_dist.schema_check import schema_issues
 
     # A finding covers its own key and, below the top level, everything under it (a rule that judged

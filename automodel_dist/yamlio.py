@@ -19,8 +19,10 @@ from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from automodel_dist.errors import InputError
+from automodel_dist.textsafe import UNSAFE_CHARS
 
 PathKey = tuple[str | int, ...]
 
@@ -241,5 +243,23 @@ def dump_yaml(data: Any, *, explicit_null: bool = False) -> str:
     yaml = _round_trip_yaml()
     if explicit_null:
         yaml.Representer = _ExplicitNullRepresenter
-    yaml.dump(data, stream)
+    yaml.dump(_escaped_strings(data), stream)
     return stream.getvalue()
+
+
+def _escaped_strings(data: Any) -> Any:
+    """Strings holding control characters or line separators become double-quoted scalars, in place, so the
+    emitter writes them as escapes (\\n, \\L, \\x1b): a plain or single-quoted scalar would carry them raw."""
+    if isinstance(data, str):
+        return DoubleQuotedScalarString(data) if UNSAFE_CHARS.search(data) else data
+    if isinstance(data, dict):
+        for key, value in data.items():
+            escaped = _escaped_strings(value)
+            if escaped is not value:
+                data[key] = escaped
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            escaped = _escaped_strings(value)
+            if escaped is not value:
+                data[i] = escaped
+    return data

@@ -17,13 +17,21 @@ Sources (public):
 - TITAN_H200: pytorch/torchtitan `benchmarks/llama3_8b_h200_2025-06_torchtitan.md`.
 - MB_HW: NVIDIA-NeMo/Megatron-Bridge `skills/nemo-mbridge-perf-moe-hardware-configs/SKILL.md` and
   card.yaml; MB_DISPATCH: `skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md`;
-  MB_PERF: `docs/performance-summary.md` archive (DGX-H100 rows). Megatron keeps fp32 master weights and
-  reduce-scatters gradients every micro batch, so those rows use master_weights="fp32" and no deferral.
+  Megatron keeps fp32 master weights and reduce-scatters gradients every micro batch, so those rows use
+  master_weights="fp32" and no deferral.
+- MB_SUMMARY: every row of Megatron-Bridge's `docs/performance-summary.md` and its archive over all releases,
+  imported by benchmarks/import_measurements.py into benchmarks/measurements/megatron_bridge.csv (each row
+  names the file and commit it came from).
+- AUTOMODEL_PAGE: the rows of AutoModel's current `docs/performance-summary.mdx` beyond the calibration
+  notes (DeepSeek-V3 and Kimi-K2 pipelines, GPT-OSS-120B): held out, never fitted to.
+- TITAN_ASYNC_TP: pytorch/torchtitan `benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md`.
 """
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
@@ -32,15 +40,17 @@ TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
 TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md"
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
 MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
-MB_PERF = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (archive, DGX-H100)"
 MB_RECOMPUTE = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md"
+AUTOMODEL_PAGE = ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx@cb9765441e51 (DGX-H100 BF16; layouts per "
+                  "examples/llm_benchmark recipes)")
+TITAN_ASYNC_TP = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md@4a61bd87d"
+MEASUREMENTS = Path(__file__).resolve().parent / "measurements"
 # Moonlight-16B-A3B (moonshotai/Moonlight-16B-A3B config.json): DeepSeek-V3's architecture, smaller.
 MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
              "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512, "intermediate_size": 11264,
              "moe_intermediate_size": 1408, "num_routed_experts": 64, "num_shared_experts": 2,
              "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
              "vocab_size": 163840}
-MB_PERF_GB300 = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (26.08, GB300)"
 
 # torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
 TITAN_HBM_GIB = 95.0
@@ -67,15 +77,27 @@ class CalibrationRow:
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
-    torch_pipeline: bool = True  # torch.distributed.pipelining (AutoModel, torchtitan), not Megatron's schedules
+    framework: str = "automodel"  # automodel | megatron | torchtitan: the profile that times it
+    fp8_recipe: str = "tensorwise"  # tensorwise (per-tensor current scaling) | rowwise | blockwise | mxfp8
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
     memory_metric: str = "reserved"  # reserved | allocated
     hbm_gib: float | None = None  # when the GPU differs from the preset's
-    role: str = "fit"  # fit | held-out, for throughput
+    role: str = "fit"  # fit | held-out (never fitted to: AutoModel's performance rows beyond the calibration notes)
     memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
     notes: str = ""
+    release: str = ""  # the software release measured (Megatron-Bridge's container), for pairing layouts
+    excluded: str = ""  # why the row is kept but not evaluated (no preset for its model or GPU, NVFP4)
+
+    @property
+    def family(self) -> str:
+        """The model family left out together in cross-validation."""
+        name = (self.model if isinstance(self.model, str) else "deepseek").lower()
+        for family in ("llama", "qwen2.5", "qwen3", "deepseek", "kimi", "gpt-oss", "nemotron"):
+            if family in name:
+                return family
+        return name
 
 
 def _lora(name: str, model: str, gpus: int, tp: int, step_s: float, tflops: float, tps: float,
@@ -101,7 +123,8 @@ def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, 
         name=name, source=TITAN_H200 if gpu == "h200" else TITAN_H100, model=model, gpu=gpu, world_size=world,
         layout=layout, seq_length=seq, global_batch_size=gbs, precision=precision, checkpointing=checkpointing,
         master_weights="fp32", async_tp=async_tp, tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
-        hbm_gib=TITAN_HBM_GIB if gpu == "h100" else None, role="held-out", memory_role=memory_role, notes=notes,
+        hbm_gib=TITAN_HBM_GIB if gpu == "h100" else None, memory_role=memory_role, notes=notes,
+        framework="torchtitan",
     )
 
 
@@ -116,8 +139,8 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
     return CalibrationRow(
         name=name, source=source, model=model, gpu=gpu, world_size=world, layout=layout, seq_length=seq,
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
-        defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, torch_pipeline=False, tokens_per_s_per_gpu=tps,
-        tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated", role="held-out",
+        defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
+        tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
         memory_role="held-out", notes=notes,
     )
 
@@ -244,31 +267,120 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
               tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=36.618 * 1e9 / 2**30,
               notes="recompute [] control: 457.18 ms/step, 36.618 GB peak allocated; MBS 1 GBS 4 (DP4)"),
-    _megatron("MB Llama-3-8B 8xH100 FSDP8 fp8", MB_PERF, 8, {"local_batch_size": 1}, 8192, 128,
-              model="meta-llama/Meta-Llama-3-8B", precision="fp8", tps=14451, tflops=744,
-              notes="25.11, FP8 current scaling, Megatron FSDP, MBS 1, GA 16 (recompute not stated: none)"),
-    *(
-        _megatron(f"MB Llama-3-70B 64xH100 TP4 PP8 VP5 GBS{gbs} fp8", MB_PERF, 64,
-                  {"tp": 4, "pp": 8, "vpp": 5, "pp_schedule": "interleaved1f1b", "sequence_parallel": True,
-                   "local_batch_size": gbs // 2, "micro_batch_size": 1, "activation_checkpointing": True},
-                  8192, gbs,
-                  model="meta-llama/Meta-Llama-3-70B", precision="fp8", checkpointing="full", tps=tps,
-                  tflops=tflops, notes=f"{release}, FP8, MBS 1, seq 8192 (the recipe's); recompute not stated, "
-                                       "and without any the model puts rank 0 at 94 GiB: modelled as full")
-        for release, gbs, tps, tflops in (("25.11", 128, 1602, 719), ("26.04.01", 256, 1664, 731))
-    ),
-    _megatron("MB DeepSeek-V3 1024xH100 TP2 PP8 VP4 EP64", MB_PERF, 1024,
-              {"tp": 2, "pp": 8, "vpp": 4, "ep": 64, "pp_schedule": "interleaved1f1b", "sequence_parallel": True,
-               "local_batch_size": 128, "micro_batch_size": 1, "activation_checkpointing": True,
-               "dispatcher": "deepep"}, 4096, 8192, model="deepseek-ai/DeepSeek-V3", precision="fp8",
-              checkpointing="full", tps=1297, tflops=338,
-              notes="25.09 dropless; FP8-blockwise, DeepEP and selective recompute per the hardware skill's "
-                    "case study (modelled as full checkpointing); MTP not modelled"),
-    _megatron("MB DeepSeek-V3 256xGB300 TP1 PP2 VP8 EP32 mxfp8", MB_PERF_GB300, 256,
-              {"pp": 2, "vpp": 8, "ep": 32, "pp_schedule": "interleaved1f1b", "local_batch_size": 32,
-               "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"}, 4096, 4096,
-              model="deepseek-ai/DeepSeek-V3", precision="fp8", checkpointing="full", gpu="gb300-nvl72",
-              tps=6288, tflops=1635,
-              notes="26.08, MXFP8, GBS 4096 MBS 1; HybridEP and CUDA graphs per the GB300 playbook (recompute "
-                    "not stated: modelled as full checkpointing)"),
 )
+
+
+# --- AutoModel's current performance page, rows beyond the calibration notes: held out ---
+def _am_page(name: str, model: str, world: int, layout: dict[str, Any], gbs: int, step_s: float, tflops: float,
+             tps: float, notes: str, checkpointing: str = "full") -> CalibrationRow:
+    return CalibrationRow(
+        name=name, source=AUTOMODEL_PAGE, model=model, gpu="h100", world_size=world, layout=layout, seq_length=4096,
+        global_batch_size=gbs, checkpointing=checkpointing, logit_bytes=4, tokens_per_s_per_gpu=tps,
+        tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}",
+    )
+
+
+_DSV3_PP = {"pp": 4, "vpp": 8, "ep": 64, "pp_schedule": "interleaved1f1b", "local_batch_size": 8,
+            "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"}
+HELD_OUT_ROWS: tuple[CalibrationRow, ...] = (
+    _am_page("AMp DeepSeek-V3 256xH100 PP4 VP8 EP64", "deepseek-ai/DeepSeek-V3", 256, _DSV3_PP, 512, 8.18, 250, 1002,
+             "TE + DeepEP (recipe: hybridep, torch_mm experts, MaskedCrossEntropy fp32_upcast false)"),
+    _am_page("AMp DeepSeek-V3 1024xH100 PP4 VP8 EP64", "deepseek-ai/DeepSeek-V3", 1024, _DSV3_PP, 8192, 37.87, 216,
+             865, "TE + DeepEP; GA 4"),
+    _am_page("AMp Kimi-K2 256xH100 PP8 VP4 EP32", "moonshotai/Kimi-K2-Instruct", 256,
+             {"pp": 8, "vpp": 4, "ep": 32, "pp_schedule": "interleaved1f1b", "local_batch_size": 8,
+              "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "deepep"}, 512, 8.86, 189, 924,
+             "TE + DeepEP (recipe: deepep, gmm experts); GA 2"),
+    _am_page("AMp GPT-OSS-120B 64xH100 EP64", "openai/gpt-oss-120b", 64,
+             {"ep": 64, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "hybridep"}, 512, 4.30,
+             231, 7626, "TE + DeepEP + FlexAttn; no activation checkpointing", checkpointing="none"),
+)
+
+
+# --- torchtitan async TP (June 2025, Grand Teton H100 500 W, torch.compile): vanilla vs async TP ---
+def _titan_async(model: str, world: int, tp: int, lbs: int, checkpointing: str, quant: str, vanilla: float,
+                 async_tps: float) -> tuple[CalibrationRow, ...]:
+    precision, recipe = ("bf16", "tensorwise") if quant == "bf16" else ("fp8", quant)
+    size = model.rsplit("-", 1)[1]
+    return tuple(
+        CalibrationRow(
+            name=f"TT Llama-3.1-{size} FSDP{world // tp} TP{tp} {quant}{' asyncTP' if on else ''}",
+            source=TITAN_ASYNC_TP, model=model, gpu="h100", world_size=world,
+            layout={"tp": tp, "local_batch_size": lbs, "activation_checkpointing": checkpointing == "full",
+                    "sequence_parallel": True},
+            seq_length=8192, global_batch_size=lbs * world // tp, precision=precision, fp8_recipe=recipe,
+            checkpointing=checkpointing, master_weights="fp32", async_tp=on, framework="torchtitan",
+            tokens_per_s_per_gpu=tps, hbm_gib=TITAN_HBM_GIB,
+            notes=f"torch.compile, {checkpointing} AC, local batch {lbs}; {quant}")
+        for on, tps in ((False, vanilla), (True, async_tps))
+    )
+
+
+TITAN_ASYNC_TP_ROWS: tuple[CalibrationRow, ...] = (
+    *_titan_async(_L70B, 256, 8, 16, "full", "bf16", 597.3, 652.4),
+    *_titan_async(_L70B, 256, 8, 16, "full", "tensorwise", 809.8, 942.4),
+    *_titan_async(_L70B, 256, 8, 16, "full", "rowwise", 599.6, 624.8),
+    *_titan_async(_L8B, 64, 8, 12, "selective", "bf16", 4378, 4809.4),
+    *_titan_async(_L8B, 64, 8, 12, "selective", "tensorwise", 5078.1, 5570.1),
+    *_titan_async(_L8B, 64, 8, 12, "selective", "rowwise", 3708.5, 3914.9),
+)
+
+
+# --- Megatron-Bridge's performance summary, every release (benchmarks/measurements/megatron_bridge.csv) ---
+MB_MODELS = {
+    "LLAMA3_8B": "meta-llama/Meta-Llama-3-8B", "LLAMA3_70B": "meta-llama/Meta-Llama-3-70B",
+    "LLAMA3.1_405B": "meta-llama/Llama-3.1-405B", "DeepSeekV3": "deepseek-ai/DeepSeek-V3",
+    "GPT OSS 120B": "openai/gpt-oss-120b", "Qwen3_30B_a3B": "Qwen/Qwen3-30B-A3B",
+    "Qwen3_235B_a22B": "Qwen/Qwen3-235B-A22B", "Kimi_K2": "moonshotai/Kimi-K2-Instruct",
+}
+MB_GPUS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72", "DGX-GB300": "gb300-nvl72"}
+# precision column -> (precision, FP8 recipe); NVFP4 has no model yet
+MB_PRECISIONS = {"BF16": ("bf16", "tensorwise"), "FP8": ("fp8", "tensorwise"), "FP8-CS": ("fp8", "tensorwise"),
+                 "FP8-blockwise": ("fp8", "blockwise"), "MXFP8": ("fp8", "mxfp8"), "FP8-MX": ("fp8", "mxfp8")}
+
+
+def _size(cell: str) -> int:
+    return 1 if cell in ("", "n/a", "-") else int(cell)
+
+
+def _mb_row(r: dict[str, str]) -> CalibrationRow:
+    tp, pp, cp, vp, ep = (_size(r[k]) for k in ("tp", "pp", "cp", "vp", "ep"))
+    gpus, gbs, mbs = int(r["gpus"]), int(r["gbs"]), int(r["mbs"])
+    dp = gpus // (tp * pp * cp)
+    excluded = ""
+    if r["model"] not in MB_MODELS:
+        excluded = "no model preset"
+    elif r["system"] not in MB_GPUS:
+        excluded = "no hardware preset"
+    elif r["precision"] not in MB_PRECISIONS:
+        excluded = f"{r['precision']} not modelled"
+    precision, recipe = MB_PRECISIONS.get(r["precision"], ("bf16", "tensorwise"))
+    gpu = MB_GPUS.get(r["system"], "h100")
+    layout = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "sequence_parallel": tp > 1,
+              "local_batch_size": gbs // dp if pp > 1 else mbs, "micro_batch_size": mbs}
+    if pp > 1:
+        layout |= {"vpp": vp, "pp_schedule": "interleaved1f1b" if vp > 1 else "1f1b"}
+    if ep > 1:
+        layout["dispatcher"] = "hybridep" if gpu.startswith("gb") else "deepep"
+    notes = "; ".join(x for x in (r["notes"], f"FSDP {'on' if r['fsdp'] == '1' else 'off (distributed optimizer)'}")
+                      if x)
+    return CalibrationRow(
+        name=f"MB {r['release']} {r['task']} {r['model']} {gpus}x{r['system'].removeprefix('DGX-')} {r['precision']} "
+             f"TP{tp} PP{pp} VP{vp} CP{cp} EP{ep} MBS{mbs} GBS{gbs}",
+        source=r["source"], model=MB_MODELS.get(r["model"], r["model"]), gpu=gpu, world_size=gpus, layout=layout,
+        seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
+        peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
+        checkpointing="auto", master_weights="fp32", async_tp=tp > 1, framework="megatron",
+        # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
+        defer_grad_sync=r["fsdp"] != "1",
+        tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),
+        notes=notes, release=r["release"], excluded=excluded,
+    )
+
+
+def _megatron_summary() -> tuple[CalibrationRow, ...]:
+    with (MEASUREMENTS / "megatron_bridge.csv").open(newline="") as f:
+        return tuple(_mb_row(r) for r in csv.DictReader(f))
+
+
+ROWS = ROWS + TITAN_ASYNC_TP_ROWS + _megatron_summary() + HELD_OUT_ROWS

@@ -19,8 +19,12 @@ AutoModel's CI also runs a recipe with the overrides its `ci:` block names (`ci.
 step_scheduler.local_batch_size, `ci.ep_size` -> distributed.ep_size, `ci.max_steps`); they are applied
 the same way here.
 
+Each recipe is also checked against the recipe JSON Schema alone, as an editor or check-jsonschema sees the
+file; the schema must never reject a recipe that `validate` accepts (the summary counts both verdicts).
+
 Per recipe it prints the world size, where it came from, the error and warning counts, the error rule
-ids and whether the meshes were built; then a summary. Exit 0 when every recipe validates clean.
+ids, the schema's verdict and whether the meshes were built; then a summary. Exit 0 when every recipe
+validates clean and the schema rejects none that validate accepts.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.errors import AutomodelDistError
+from automodel_dist.findings import ERROR
+from automodel_dist.resources import RECIPE_SCHEMA
+from automodel_dist.schema_check import schema_issues
 from automodel_dist.validate import is_diffusion_recipe, validate_recipe
 from automodel_dist.yamlio import load_document
 
@@ -72,10 +79,16 @@ class Outcome:
     built: bool | None = None
     input_error: str = ""
     diffusion: bool = False  # another trainer's schema: validate notes it, there are no meshes to build
+    schema_errors: list[str] = field(default_factory=list)  # dotted keys the JSON Schema alone rejects
 
     @property
     def clean(self) -> bool:
         return not self.errors and not self.input_error
+
+    @property
+    def schema_only(self) -> bool:
+        """The schema rejects what validate accepts: a false rejection in every editor and schema checker."""
+        return bool(self.schema_errors) and self.clean
 
 
 def world_from_recipe(text: str, config: Mapping[str, Any]) -> World | None:
@@ -158,8 +171,22 @@ def _judge(path: Path, run: Path | dict[str, Any], world: World) -> Outcome:
     return outcome
 
 
+def schema_errors(path: Path) -> list[str]:
+    """The dotted keys where the recipe file, as written, breaks the recipe schema (errors, not warnings)."""
+    issues = schema_issues(load_document(path, what="recipe"), RECIPE_SCHEMA)
+    return sorted({issue.dotted for issue in issues if issue.severity == ERROR})
+
+
 def judge_recipe(path: Path) -> Outcome:
-    """Validate one recipe at its world size (fitted when a size not from `ci:` fails on world arithmetic)."""
+    """Validate one recipe at its world size (fitted when a size not from `ci:` fails on world arithmetic),
+    and check it against the schema alone."""
+    outcome = _validated(path)
+    if not outcome.input_error:
+        outcome.schema_errors = schema_errors(path)
+    return outcome
+
+
+def _validated(path: Path) -> Outcome:
     text = path.read_text(encoding="utf-8", errors="replace")
     default = World(DEFAULT_GPUS_PER_NODE, DEFAULT_GPUS_PER_NODE, "default")
     try:
@@ -214,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         built = " (diffusion: not judged)" if outcome.diffusion else (
             "" if outcome.built is None else (" built" if outcome.built else " NOT BUILT"))
         detail = " ".join(outcome.errors)
+        if outcome.schema_errors:
+            detail += f" schema rejects: {' '.join(outcome.schema_errors)}"
         if outcome.input_error:
             detail = outcome.input_error if args.verbose else outcome.input_error.splitlines()[0][:160]
         print(f"{name}: world {outcome.world.size} ({outcome.world.source}) {verdict} "
@@ -229,7 +258,12 @@ def main(argv: list[str] | None = None) -> int:
           + f"; {fitted} needed a fitted world size")
     for rule, count in rules.most_common():
         print(f"  {rule}: {count}")
-    return 0 if clean + diffusion == len(outcomes) else 1
+    schema_rejects = sum(bool(o.schema_errors) for o in outcomes)
+    schema_only = [o for o in outcomes if o.schema_only]
+    print(f"recipe schema: {schema_rejects} rejected, {len(schema_only)} of them accepted by validate"
+          + "".join(f"\n  schema only: {o.path.relative_to(args.folder)} {' '.join(o.schema_errors)}"
+                    for o in schema_only))
+    return 0 if clean + diffusion == len(outcomes) and not schema_only else 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from automodel_dist.compiler import compile_intent
+from automodel_dist.output import Output, write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 INTENTS = ROOT / "examples" / "intents"
@@ -31,8 +32,8 @@ def main() -> int:
         path = RECIPES / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             drift.append(name)
-            if not args.check:
-                path.write_text(text, encoding="utf-8")
+            if not args.check:  # atomically, and never over a hand-written file
+                write_outputs([Output(path, text)], inputs=[INTENTS / name])
     for name in drift:
         print(("drifted: " if args.check else "wrote: ") + f"examples/recipes/{name}")
     return 1 if args.check and drift else 0

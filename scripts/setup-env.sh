@@ -19,9 +19,16 @@ if ! .venv/bin/python -c 'import nemo_automodel' 2>/dev/null; then
 fi
 # Megatron-Bridge 0.6.2 + Megatron-Core 0.19.2 in their own venv: the megatron-bridge target's test oracle.
 bash scripts/setup-mbridge-oracle.sh
-if ! command -v shellcheck >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    (apt-get install -y -qq shellcheck >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1)) \
-      || echo "warning: could not install shellcheck" >&2
-  fi
+# The real YAML language server, for the editor tests (tests/test_editor.py), into ./node_modules (gitignored).
+YLS_VERSION=1.25.0
+if command -v npm >/dev/null 2>&1 && ! grep -qs "\"version\": \"$YLS_VERSION\"" node_modules/yaml-language-server/package.json; then
+  npm install --silent --no-save --no-package-lock --no-audit --no-fund --prefix "$PWD" "yaml-language-server@$YLS_VERSION" \
+    || echo "warning: could not install yaml-language-server (the editor tests will fail)" >&2
 fi
+# Debian packages the tests use: shellcheck (launch scripts) and chromium (the HTML report, rendered headless).
+for tool in shellcheck chromium; do
+  if ! command -v "$tool" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq "$tool" >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$tool" >/dev/null 2>&1)) \
+      || echo "warning: could not install $tool" >&2
+  fi
+done

@@ -21,3 +21,9 @@ def oracle() -> Iterator[Oracle]:
     worker = Oracle()
     yield worker
     worker.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests that render in headless Chromium (Debian's `chromium`); scripts/setup-env.sh installs it, and
+    # under CI a missing browser fails the test instead of skipping it.
+    config.addinivalue_line("markers", "browser: renders the HTML report in headless Chromium")

@@ -16,7 +16,9 @@ from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
 
+# A compiled recipe starts with the compiler's header (the output writer overwrites files that have it).
 BASE_RECIPE = """\
+# AutoModel recipe compiled by automodel-dist: a stand-in for the compiler's header
 recipe: TrainFinetuneRecipeForNextTokenPrediction  # the base recipe's own comment
 step_scheduler:
   global_batch_size: 64
@@ -33,7 +35,8 @@ TORCHRUN_SBATCH = """\
 #SBATCH --gpus-per-node=8
 srun bash -c 'torchrun --nproc_per_node=8 --nnodes=2 -m nemo_automodel.cli.app recipe.yaml'
 """
-USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\nsrun true\n"
+LAUNCH_LINE = "srun bash -c 'torchrun --nproc_per_node=8 -m nemo_automodel.cli.app recipe.yaml'\n"
+USR1_SBATCH = "#!/bin/bash\n#SBATCH --signal=B:USR1@300\n" + LAUNCH_LINE
 
 
 @dataclass

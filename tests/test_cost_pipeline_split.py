@@ -17,7 +17,7 @@ import pytest
 from automodel_dist.catalog.models import list_models, resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost import memory, throughput
-from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.model import estimate_layout, memory_by_pp_rank
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split, virtual_stage_options
@@ -105,16 +105,6 @@ def _gpu(name: str):
     return get_gpu(name)
 
 
-def every_rank(shape, layout: Layout) -> tuple[memory.RankLoad, ...]:
-    """Every pp rank's load, unpruned (the brute force `rank_loads` must agree with)."""
-    loads = []
-    for share in pipeline_split(shape.num_layers, layout.pp, layout.vpp, layout.pp_schedule):
-        dense = share.layers_below(shape.dense_layers)
-        loads.append(memory.RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages),
-                                     share.embedding, share.head))
-    return tuple(loads)
-
-
 PIPELINES = [
     Layout(world_size=256, tp=2, pp=32, ep=8, pp_schedule="1f1b", local_batch_size=64, micro_batch_size=1,
            activation_checkpointing=False),
@@ -136,8 +126,8 @@ def test_pruned_ranks_give_the_peak_and_pace_of_every_rank(lay: Layout, monkeypa
     pruned = estimate_layout(problem, lay)
     imbalance = throughput.stage_imbalance(shape, lay)
     assert len(memory.rank_loads(shape, lay)) < lay.pp
-    monkeypatch.setattr(memory, "rank_loads", every_rank)
-    monkeypatch.setattr(throughput, "rank_loads", every_rank)
+    monkeypatch.setattr(memory, "rank_loads", memory.every_rank_load)
+    monkeypatch.setattr(throughput, "rank_loads", memory.every_rank_load)
     brute = estimate_layout(problem, lay)
     assert pruned.memory_gib == pytest.approx(brute.memory_gib, rel=1e-12)
     assert pruned.memory == pytest.approx(brute.memory, rel=1e-12)
@@ -165,9 +155,21 @@ def test_deepseek_v3_on_32_stages_peaks_on_a_middle_moe_rank(monkeypatch: pytest
         (moe_layer + shape.lm_head_flops) * 32 / total, rel=1e-12)
 
     def ends_only(shape, layout):
-        return tuple(load for load in every_rank(shape, layout) if load.rank in (0, layout.pp - 1))
+        return tuple(load for load in memory.every_rank_load(shape, layout) if load.rank in (0, layout.pp - 1))
 
     monkeypatch.setattr(memory, "rank_loads", ends_only)
     ends = estimate_layout(problem, lay)
     assert not every.fits
     assert every.memory_gib > 1.8 * ends.memory_gib
+
+
+@pytest.mark.parametrize("lay", PIPELINES, ids=lambda lay: lay.short())
+def test_memory_by_pp_rank_lists_every_rank_and_its_peak_is_the_estimates(lay: Layout) -> None:
+    """The per-stage view (the HTML report's bars) and the estimate are one computation: every pp rank in
+    order, with the layers AutoModel's split gives it, and the largest total is the estimate's peak."""
+    problem = deepseek_problem()
+    by_rank = memory_by_pp_rank(problem, lay)
+    assert [load.rank for load, _ in by_rank] == list(range(lay.pp))
+    assert sum(load.dense + load.moe for load, _ in by_rank) == problem.model.num_layers
+    peak = max(by_rank, key=lambda pair: sum(pair[1].values()))[1]
+    assert peak == pytest.approx(estimate_layout(problem, lay).memory, rel=1e-12)

@@ -17,7 +17,7 @@ from automodel_dist.validate import validate_recipe
 ROOT = Path(__file__).resolve().parent.parent
 INTENTS = sorted((ROOT / "examples" / "intents").glob("*.yaml"))
 RECIPES = ROOT / "examples" / "recipes"
-SCHEMA_LINE = "# yaml-language-server: $schema=../../schemas/intent.schema.json"
+SCHEMA_LINE = "# yaml-language-server: $schema=../../automodel_dist/data/schemas/intent.schema.json"
 
 
 @cache

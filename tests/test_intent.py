@@ -16,7 +16,7 @@ from automodel_dist.intent import load_intent, parse_override, pins_from_mapping
 from automodel_dist.problem import Pins
 
 MINIMAL = """\
-# yaml-language-server: $schema=../../schemas/intent.schema.json
+# yaml-language-server: $schema=../../automodel_dist/data/schemas/intent.schema.json
 model: Qwen/Qwen3-30B-A3B
 hardware:
   gpu: h100-80gb

@@ -200,5 +200,5 @@ def test_an_output_path_that_cannot_be_written_is_bad_input(tmp_path: Path,
     folder.mkdir()
     assert main(["compile", str(intent), "-o", str(folder)]) == 2
     err = capsys.readouterr().err
-    assert f"{folder}: cannot write the output" in err and "hint: pass -o the path of a file" in err
+    assert f"{folder}: cannot write {folder}: it is a folder" in err and "hint: pass the path of a file" in err
     assert "Traceback" not in err

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from launch_support import TORCHRUN_SBATCH, USR1_SBATCH
 from nemo_automodel.components.training.signal_handler import resolve_signal
 
+from automodel_dist.cli import main
 from automodel_dist.findings import Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules.launch import (
@@ -17,6 +19,7 @@ from automodel_dist.rules.launch import (
     names_sigusr1,
     sbatch_env,
 )
+from automodel_dist.shell_syntax import script_syntax
 
 SRUN_NATIVE_SBATCH = """\
 #!/bin/bash
@@ -33,8 +36,9 @@ def _rules(findings: list[Finding]) -> dict[str, Finding]:
 
 def _check(recipe: dict[str, Any] | None = None, *, nodes: int = 2, sbatch: str | None = None,
            **kwargs: Any) -> dict[str, Finding]:
+    syntax = script_syntax(sbatch) if sbatch is not None else None  # what validate hands the rules
     return _rules(check_launch(recipe if recipe is not None else GOOD_RECIPE, world_size=8 * nodes,
-                               gpus_per_node=8, sbatch_text=sbatch, **kwargs))
+                               gpus_per_node=8, sbatch_text=sbatch, sbatch_syntax=syntax, **kwargs))
 
 
 # --- several torchrun launchers per node -------------------------------------------------------------
@@ -195,3 +199,60 @@ def test_launcher_section_under_torchrun_is_an_error(section: str) -> None:
 ])
 def test_no_launcher_section_or_no_torchrun_script_is_fine(recipe: dict, sbatch: str | None) -> None:
     assert "launch-launcher-section" not in _check(recipe, sbatch=sbatch)
+
+
+# --- start-up failures of the script itself ----------------------------------------------------------------
+@pytest.mark.parametrize(("text", "rule", "line"), [
+    ("", "launch-sbatch-rejected", 1),
+    ("\n\n  \n", "launch-sbatch-rejected", 1),
+    ("srun torchrun -m nemo_automodel.cli.app r.yaml\n", "launch-sbatch-rejected", 1),
+    ("#!/bin/bash\nsrun torchrun x\0\n", "launch-sbatch-rejected", 2),
+    ("#!/bin/bash\r\nsrun torchrun -m nemo_automodel.cli.app r.yaml\r\n", "launch-sbatch-rejected", 1),
+    ("#!/bin/bash\nfor n in 1 2; do\n  srun torchrun x\n", "launch-sbatch-syntax", 3),
+    ("#!/usr/bin/env bash\necho \"unclosed\nsrun torchrun x\n", "launch-sbatch-syntax", 2),  # where the quote opens
+    ("#!/bin/bash\n#SBATCH --nodes=2\n# torchrun is commented out\nsrun python train.py\n", "launch-no-torchrun", 4),
+    ("#!/bin/bash\nsrun automodel recipe.yaml\n", "launch-no-torchrun", 2),  # on two nodes: two worlds
+])
+def test_a_script_that_cannot_start_is_an_error_at_its_line(text: str, rule: str, line: int) -> None:
+    finding = _check(sbatch=text)[rule]
+    assert finding.severity == "error" and finding.line == line and finding.hint
+
+
+@pytest.mark.parametrize("text", [
+    TORCHRUN_SBATCH.format(tasks=1),
+    "#!/bin/sh\nsrun python -m torch.distributed.run --nproc_per_node=8 -m nemo_automodel.cli.app r.yaml\n",
+    SRUN_NATIVE_SBATCH.replace("srun python", "srun env RANK=\\$SLURM_PROCID python"),
+    "#!/usr/bin/env python3\nimport subprocess\nsubprocess.run(['srun', 'torchrun', 'x'])\n",  # no bash -n
+])
+def test_a_script_that_starts_is_not_flagged(text: str) -> None:
+    found = _check(sbatch=text)
+    assert not {"launch-sbatch-rejected", "launch-sbatch-syntax", "launch-no-torchrun"} & set(found)
+
+
+def test_the_automodel_cli_alone_is_fine_on_one_node() -> None:
+    assert "launch-no-torchrun" not in _check(nodes=1, sbatch="#!/bin/bash\nsrun automodel recipe.yaml\n")
+
+
+def test_without_bash_the_syntax_check_says_it_was_not_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("automodel_dist.shell_syntax.shutil.which", lambda name: None)
+    found = _check(sbatch="#!/bin/bash\nif true; then\n" + TORCHRUN_SBATCH.format(tasks=1))
+    assert "launch-sbatch-syntax" not in found
+    assert "bash is not installed" in found["skipped"].message and found["skipped"].line == 1
+
+
+@pytest.mark.parametrize(("text", "rule", "where"), [
+    ("", "launch-sbatch-rejected", ":1:1"),
+    ("#!/bin/bash\nif true; then\nsrun torchrun x\n", "launch-sbatch-syntax", ":3:1"),
+    ("#!/bin/bash\nsrun python train.py\n", "launch-no-torchrun", ":2:1"),
+])
+def test_validate_cli_locates_start_up_failures_in_the_script(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               text: str, rule: str, where: str) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("recipe: TrainFinetuneRecipeForNextTokenPrediction\nstep_scheduler:\n  global_batch_size: 64\n"
+                      "  local_batch_size: 1\n  preemption_signal: [SIGUSR1, SIGTERM]\ndist_env:\n"
+                      "  timeout_minutes: 30\ndistributed:\n  strategy: fsdp2\n")
+    script = tmp_path / "launch.sbatch"
+    script.write_text(text)
+    assert main(["validate", str(recipe), "--nodes", "2", "--sbatch", str(script)]) == 1
+    out = capsys.readouterr().out
+    assert f"{script}{where}: error [{rule}]" in out

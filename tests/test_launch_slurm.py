@@ -25,8 +25,10 @@ from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.launch import write_launch_files
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.slurm import render_sbatch
+from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.rules.launch import check_launch, is_node_local
 from automodel_dist.rules.recipe import check_recipe
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import load_document
 
 SHARED = {"cache_dir": "/lustre/cache", "account": "llm-team", "partition": "batch", "time": "1-00:00:00"}
@@ -56,7 +58,7 @@ def _compile(tmp_path: Path, plan: tuple) -> tuple[object, Path, str]:
     result = make_result(make_problem(model, gpu, nodes, gpn), launcher=launcher, **layout)
     recipe_path = tmp_path / "run" / "recipe.yaml"
     recipe_path.parent.mkdir()
-    recipe_path.write_text("placeholder\n")
+    recipe_path.write_text(f"# {RECIPE_MARKER}: an earlier compile, replaced\n")
     written = write_launch_files(result, recipe_path, "slurm")
     assert written == [str(tmp_path / "run" / "launch.sbatch")]
     return result, recipe_path, Path(written[0]).read_text()
@@ -221,7 +223,7 @@ def test_nccl_user_buffers_and_cuda_graphs_change_the_allocator_settings(tmp_pat
 
 def test_run_directory_with_spaces_is_refused(tmp_path: Path) -> None:
     result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2))
-    with pytest.raises(InputError, match="whitespace"):
+    with pytest.raises(InputError, match="cannot be written into #SBATCH"):
         write_launch_files(result, tmp_path / "my run" / "recipe.yaml", "slurm")
 
 
@@ -256,11 +258,19 @@ def test_cli_refuses_launcher_without_output_before_compiling(tmp_path: Path,
     assert "--launcher needs -o/--output" in err and "add -o run/recipe.yaml" in err
 
 
-@pytest.mark.parametrize("folder", ["my run", "run%1"])
+@pytest.mark.parametrize("folder", ["my run", "run%1", "run\ntouch x", "a:b", "it's", "run\u2028x", "$(id)"])
 def test_a_run_directory_sbatch_lines_cannot_carry_is_refused(tmp_path: Path, folder: str) -> None:
     result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED)
     recipe = tmp_path / folder / "recipe.yaml"
-    with pytest.raises(InputError, match="contains whitespace or '%'") as caught:
+    with pytest.raises(InputError, match="cannot be written into #SBATCH") as caught:
         write_launch_files(result, recipe, "slurm")
-    assert folder in caught.value.message and caught.value.hint
+    assert caught.value.where.endswith(one_line(f"{folder}/recipe.yaml")) and caught.value.hint
     assert not recipe.parent.exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("name", ["recipe\n.yaml", "re'cipe.yaml", "my recipe.yaml"])
+def test_a_recipe_file_name_the_script_cannot_carry_is_refused(tmp_path: Path, name: str) -> None:
+    result = make_result(make_problem("llama-3.1-8b", "h100-80gb", 2), launcher=SHARED)
+    with pytest.raises(InputError, match="cannot be written into #SBATCH"):
+        write_launch_files(result, tmp_path / "run" / name, "slurm")
+    assert not (tmp_path / "run").exists()

@@ -11,9 +11,9 @@ What is checked:
 2. our dispatcher policy picks the tuned dispatcher for the tuned EP size (where the source agrees with
    itself; Qwen3-235B on H100 uses all-to-all plus overlap, which AutoModel does not have);
 3. the planner's choice is in the tuned family: TP <= 8 inside the NVLink domain, PP across nodes, and
-   expert parallelism of at least 8. Six of the seven rows land in the family. The one left is the cost
-   model's, not the planner's (the tuned layout is enumerated, legal and predicted to fit; the winner is
-   not a tie): see XFAIL_REASONS. The xfails are strict: when the cost model learns these, they must go.
+   expert parallelism of at least 8. Three of the seven rows land in the family. Qwen3-235B's three pick
+   FSDP2 without PP by less than the model's cross-validated error (a tie, checked below); Qwen3-Next's is
+   the cost model's (see XFAIL_REASONS). The xfails are strict: when the cost model learns these, they must go.
 """
 
 from __future__ import annotations
@@ -64,7 +64,15 @@ TUNED = (
           "hybridep", "§5 qwen3_next_80b_gb200_64: TP1 EP32 PP2 VPP4, HybridEP, ~330 TFLOP/s/GPU"),
 )
 IDS = [t.key for t in TUNED]
+# Since the planner may turn the deferred gradient sync off for MoE layouts too, FSDP2 without PP fits
+# Qwen3-235B and wins by less than the model's cross-validated error for AutoModel rows (explain calls it a
+# tie): test_out_of_family_winners_are_ties_within_the_error_band holds them to that.
+_TIE = ("pp1 fits with the gradient sync every micro batch and wins by less than the cross-validated "
+        "error band (a tie explain reports); the in-family pipeline is within it")
 XFAIL_REASONS = {
+    "qwen3-235b-256xh100": _TIE,
+    "qwen3-235b-128xb200": _TIE,
+    "qwen3-235b-128xgb200": _TIE,
     "qwen3-next-80b-64xgb200": (
         "cost model picks pp1 ep64 lbs2 (28,243 tok/s/GPU, 104.9 GiB of 185): FSDP2 fits it without PP, and "
         "PP only costs: the best pp2 layout (ep32, mbs 2) runs 24,293 tok/s/GPU; its compute is 1.919 s vs "
@@ -123,3 +131,19 @@ def test_chosen_layout_is_in_the_tuned_moe_family(t: Tuned) -> None:
     layout = chosen(t.key).best.layout
     assert layout.ep >= 8, f"tuned {t.source}; chose {layout.short()}"
     assert 2 <= layout.pp <= 16, f"tuned {t.source}; chose {layout.short()}"
+
+
+@pytest.mark.parametrize("key", [k for k in XFAIL_REASONS if XFAIL_REASONS[k] == _TIE])
+def test_out_of_family_winners_are_ties_within_the_error_band(key: str) -> None:
+    """The best in-family layout (PP 2-16, EP >= 8) trails the winner by less than the cross-validated
+    median error of measured AutoModel rows like it: the measurements cannot tell them apart."""
+    from automodel_dist.cost.profiles import parameters
+    from automodel_dist.cost.throughput import generation
+
+    t = next(t for t in TUNED if t.key == key)
+    result, problem = chosen(key), problem_of(t)
+    family = next(c for c in [result.best, *result.alternatives] if c.layout.ep >= 8 and 2 <= c.layout.pp <= 16)
+    band = parameters().error_band("automodel", problem.model.family,
+                                   generation(problem.cluster.gpu.compute_capability))
+    margin = result.best.estimate.tokens_per_s_per_gpu / family.estimate.tokens_per_s_per_gpu - 1
+    assert band is not None and margin < band.median_abs_error, (family.layout.short(), margin, band)

@@ -15,6 +15,7 @@ from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cli import main
 from automodel_dist.compiler import compile_intent, estimate
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.errors import InfeasibleError, InputError, ValidationFailed
@@ -342,11 +343,13 @@ def test_search_finds_every_fitting_layout_where_the_old_shortcut_did_not(name: 
 
 
 def test_the_one_micro_batch_split_can_fit_where_smaller_splits_do_not() -> None:
-    """Why the walk judges the split without gradient accumulation on its own (the real cost model)."""
+    """Why the walk judges the split without gradient accumulation on its own (the real cost model): under
+    a deferred gradient sync (AutoModel's default, and always under PP) a smaller split keeps every weight
+    gathered and every gradient unsharded, which the one-micro-batch split does not."""
     problem = problem_of(SHORTCUT_REGRESSIONS["mixtral-lora-16xh200"])
     by_lbs = {lbs: estimate_layout(problem, make_layout(problem, strategy="fsdp2", tp=1, pp=1, cp=1, ep=1,
                                                         dp_replicate=1, vpp=1, activation_checkpointing=True,
-                                                        local_batch_size=lbs))
+                                                        local_batch_size=lbs), options=AUTOMODEL_DEFAULTS)
               for lbs in (4, 8)}  # 8 x 16 GPUs = the global batch of 128
     assert not fits(problem, by_lbs[4]) and fits(problem, by_lbs[8])
     assert any(c.layout.local_batch_size == 8 and c.layout.ep == 1 and c.layout.tp == 1
@@ -373,12 +376,15 @@ def test_search_finds_what_brute_force_finds(model: str, gpu: str, nodes: int, g
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"])
 def test_checkpointing_never_needs_more_memory_at_the_same_split(model: str) -> None:
     """The premise of skipping a split without checkpointing where the same split with it did not fit."""
+    from automodel_dist.cost.model import option_choices
+
     problem = problem_of(intent(model=model, nodes=4))
     for c in search(problem).candidates[::5]:
         lay = c.layout
-        with_ac = estimate_layout(problem, lay.with_(activation_checkpointing=True)).memory_gib
-        without = estimate_layout(problem, lay.with_(activation_checkpointing=False)).memory_gib
-        assert with_ac <= without, lay.short()
+        for options in option_choices(problem, lay):  # under each recipe setting the compiler may write
+            with_ac = estimate_layout(problem, lay.with_(activation_checkpointing=True), options=options).memory_gib
+            without = estimate_layout(problem, lay.with_(activation_checkpointing=False), options=options).memory_gib
+            assert with_ac <= without, lay.short()
 
 
 def test_no_legal_layout_says_so_and_offers_a_global_batch_that_divides() -> None:
@@ -469,3 +475,37 @@ def test_the_cost_model_splits_stages_as_automodel_does() -> None:
                 assert loads[share.rank].dense + loads[share.rank].moe == share.num_layers
                 assert loads[share.rank].dense == max(0, min(3 - dense_seen, share.num_layers))
             dense_seen += share.num_layers
+
+
+def test_a_dispatcher_pin_is_searched_and_written() -> None:
+    """parallelism.dispatcher pins the MoE token dispatcher of layouts with EP (several values: each judged)."""
+    spec = intent(model="Qwen/Qwen3-30B-A3B", nodes=2, global_batch_size=512,
+                  parallelism={"dispatcher": ["torch", "deepep"], "ep": 16, "tp": 1, "pp": 1, "cp": 1})
+    found = search(problem_of(spec))
+    assert {c.layout.dispatcher for c in found.candidates} == {"torch", "deepep"}
+    # across nodes the compiler would pick DeepEP; a HybridEP pin wins and says so
+    result = compile_intent({**spec, "parallelism": {**spec["parallelism"], "dispatcher": "hybridep"}})
+    assert result.layout.dispatcher == "hybridep"
+    assert "dispatcher: hybridep  # the intent's dispatcher pin" in result.yaml
+    # without EP the pin does not apply: the experts are FSDP-sharded, no token exchange
+    dense_ep = search(problem_of({**spec, "parallelism": {"dispatcher": "deepep", "ep": 1, "tp": 1, "pp": 1}}))
+    assert {c.layout.dispatcher for c in dense_ep.candidates} == {"torch"}
+
+
+def test_the_search_skips_only_warnings() -> None:
+    """The planner's checker leaves out the topology checks; they only ever warn, so every layout keeps the
+    same errors as under the full rule set."""
+    from automodel_dist.findings import ERROR
+    from automodel_dist.rules import check_layout
+
+    problem = problem_of(intent(model="Qwen/Qwen3-30B-A3B", nodes=4))
+    kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
+    found = search(problem)
+    layouts = [c.layout for c in found.candidates] + [lay for lay, _ in found.dropped]
+    assert any(check_layout(lay, **kwargs) != check_layout(lay, **kwargs, topology_warnings=False)
+               for lay in layouts)  # some layouts do warn
+    for lay in layouts[::3]:
+        full = check_layout(lay, **kwargs)
+        lean = check_layout(lay, **kwargs, topology_warnings=False)
+        assert [f for f in full if f.severity == ERROR] == [f for f in lean if f.severity == ERROR]
+        assert all(f.severity != ERROR for f in full if f not in lean)

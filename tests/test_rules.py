@@ -13,7 +13,7 @@ import timeit
 from typing import Any
 
 import pytest
-from launch_support import TORCHRUN_SBATCH, USR1_SBATCH
+from launch_support import LAUNCH_LINE, TORCHRUN_SBATCH, USR1_SBATCH
 
 from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
@@ -170,7 +170,8 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
      {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
     ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
      {"checkpoint.checkpoint_dir": "${oc.env:AMD_TEST_UNSET_DIR,/shared/runs}/ckpt"}, {}),
-    ("am-distributed-missing", {"distributed": DELETE}, {}, {}),
+    ("am-distributed-missing", {"distributed": DELETE}, {"distributed": DELETE, "recipe": "TrainEagle3Recipe"}, {}),
+    ("am-distributed-missing", {"distributed": None}, {"distributed": None, "recipe": "pkg.TrainDFlashRecipe"}, {}),
     ("am-r3-unknown-strategy", {"distributed.strategy": "zero3"}, {"distributed.strategy": "MFSDP"}, {}),
     ("am-r3-unknown-strategy", {"distributed.strategy": None}, {"distributed.strategy": "FSDP2"}, {}),
     ("am-r3-unknown-option", {"distributed.sequence_paralel": True}, {"distributed.sequence_parallel": True}, {}),
@@ -259,14 +260,28 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("launch-node-local-cache", {"checkpoint.checkpoint_dir": "/tmp/ckpt"},
      {"checkpoint.checkpoint_dir": "/lustre/ckpt"}, {"world_size": 16}),
     ("launch-node-local-cache", {}, {}, {"world_size": 16, "sbatch": "#!/bin/bash\nexport HF_HOME=/tmp/hf\n",
-                                         "good_sbatch": "#!/bin/bash\nexport HF_HOME=/lustre/hf\n"}),
+                                         "good_sbatch": "#!/bin/bash\nexport HF_HOME=/lustre/hf\n" + LAUNCH_LINE}),
     ("launch-ep-nvlink", {"distributed.ep_size": 16, "model.backend.dispatcher": "mok"},
      {"distributed.ep_size": 8, "model.backend.dispatcher": "mok"}, {"world_size": 16, "gpu": "h100-80gb"}),
     ("launch-ep-nvlink", {"distributed.ep_size": 16, "model.backend.dispatcher": "hybridep"},
      {"distributed.ep_size": 16, "model.backend.dispatcher": "hybridep"},
      {"world_size": 16, "gpu": "h100-80gb", "sbatch": "#!/bin/bash\n",
-      "good_sbatch": "#!/bin/bash\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8\n"}),
+      "good_sbatch": "#!/bin/bash\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8\n" + LAUNCH_LINE}),
     ("launch-launcher-section", {"skypilot": {"cloud": "aws"}}, {}, {"sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
+    # Start-up failures of the script itself: sbatch refuses it, bash cannot parse it, nothing starts torchrun.
+    ("launch-sbatch-rejected", {}, {}, {"sbatch": " \n\t\n", "good_sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
+    ("launch-sbatch-rejected", {}, {}, {"sbatch": TORCHRUN_SBATCH.format(tasks=1).removeprefix("#!/bin/bash\n"),
+                                        "good_sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
+    ("launch-sbatch-rejected", {}, {}, {"sbatch": TORCHRUN_SBATCH.format(tasks=1).replace("\n", "\r\n"),
+                                        "good_sbatch": TORCHRUN_SBATCH.format(tasks=1)}),
+    ("launch-sbatch-syntax", {}, {}, {"sbatch": "#!/bin/bash\nif [ -n \"$SLURM_JOB_ID\" ]; then\n" + LAUNCH_LINE,
+                                      "good_sbatch": "#!/bin/bash\nif [ -n \"$SLURM_JOB_ID\" ]; then\n" + LAUNCH_LINE
+                                      + "fi\n"}),
+    ("launch-no-torchrun", {}, {}, {"world_size": 16,
+                                    "sbatch": "#!/bin/bash\nsrun python -m nemo_automodel.cli.app r.yaml\n",
+                                    "good_sbatch": "#!/bin/bash\n" + LAUNCH_LINE}),
+    ("launch-no-torchrun", {}, {}, {"sbatch": "#!/bin/bash\nsrun python train.py\n",
+                                    "good_sbatch": "#!/bin/bash\nsrun automodel recipe.yaml\n"}),
 ]
 
 

@@ -243,3 +243,56 @@ def test_backend_fields_match_automodels_backend_config() -> None:
     backend = load_schema(RECIPE_SCHEMA)["$defs"]["backend"]["properties"]
     assert set(backend) == fields["BackendConfig"] | {"_target_"}
     assert set(backend["mok"]["properties"]) == fields["MoKBackendConfig"] | {"_target_"}
+
+
+@pytest.mark.parametrize("path", VALID + INVALID, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_the_schema_and_validate_give_the_same_verdict(path: Path) -> None:
+    """An editor or schema checker must never reject what `validate` accepts, nor accept a shape it rejects.
+
+    benchmarks/recipe_corpus.py makes the same comparison over any folder of real recipes.
+    """
+    from automodel_dist.errors import InputError
+    from automodel_dist.validate import validate_recipe
+
+    nodes, gpus_per_node = fixture_world(path)
+    try:
+        report = validate_recipe(path, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node)
+        validate_rejects, why = not report.ok, [(f.rule, f.path, f.message) for f in report.errors]
+    except InputError as exc:  # a value validate cannot read at all (exit 2) is a rejection too
+        validate_rejects, why = True, [str(exc)]
+    schema_rejects = bool(errors(path))
+    assert schema_rejects == (path in INVALID)
+    assert validate_rejects == schema_rejects, why
+
+
+# --- the schemas as editors see them --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["intent.schema.json", RECIPE_SCHEMA])
+def test_schema_ids_are_stable_urls_versioned_with_the_package(name: str) -> None:
+    from importlib.metadata import version
+
+    assert load_schema(name)["$id"] == ("https://raw.githubusercontent.com/automodel-dist/automodel-dist/"
+                                        f"v{version('automodel-dist')}/automodel_dist/data/schemas/{name}")
+
+
+def test_the_intent_schema_lists_exactly_the_gpu_presets_and_their_aliases() -> None:
+    import re
+
+    from automodel_dist.catalog.hardware import gpu_presets
+
+    gpu = load_schema("intent.schema.json")["properties"]["hardware"]["properties"]["gpu"]
+    ids = sorted(p.spec.name for p in gpu_presets())
+    offered, spelled = gpu["anyOf"]
+    assert sorted(offered["enum"]) == ids
+    names = [n for p in gpu_presets() for n in (p.spec.name, *p.aliases)]
+    assert all(re.fullmatch(spelled["pattern"], case) for n in names for case in (n, n.upper()))
+    assert not re.fullmatch(spelled["pattern"], "h100x")
+
+
+def test_the_intent_schema_completes_every_model_id() -> None:
+    from automodel_dist.catalog.models import list_models
+
+    model = load_schema("intent.schema.json")["properties"]["model"]
+    ids = [i for m in list_models() for i in (m.id, *(a.id for a in m.aliases))]
+    assert [s["body"] for s in model["defaultSnippets"]] == ids
+    assert all(isinstance(e, str) for e in model["examples"])

@@ -269,3 +269,48 @@ def test_memory_fit_remedy_is_real(tmp_path: Path) -> None:
     fixed = text.replace("  activation_checkpointing: true\n",
                          "  activation_checkpointing: true\n  defer_fsdp_grad_sync: false\n")
     assert validate_recipe(write(tmp_path, fixed, "fixed.yaml"), world_size=8, gpu="h100-80gb").ok
+
+
+# --- the world from the recipe's header, several recipes at once (the pre-commit hook's call) ------------
+
+EP16 = "recipe: TrainFinetuneRecipeForNextTokenPrediction\ndistributed:\n  strategy: fsdp2\n  ep_size: 16\n" \
+       "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n"
+
+
+@pytest.mark.parametrize(("header", "flags", "ok"), [
+    ("# world: 2 x 8\n", [], True),                       # 16 GPUs: ep 16 divides them
+    ("", [], False),                                      # no header: one node of 8
+    ("# world: 2 x 8\n", ["--nodes", "1"], False),        # flags win over the header
+    ("# a comment\n#world: 4 x 4\n", [], True),           # anywhere in the opening comments
+    ("seed: 1\n# world: 2 x 8\n", [], False),             # after the first key it is just a comment
+])
+def test_validate_reads_the_world_from_the_recipe_header(tmp_path: Path, header: str, flags: list[str],
+                                                         ok: bool) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(header + EP16, encoding="utf-8")
+    assert main(["validate", str(recipe), *flags]) == (0 if ok else 1)
+
+
+def test_several_recipes_are_judged_each_on_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad, broken = tmp_path / "good.yaml", tmp_path / "bad.yaml", tmp_path / "broken.yaml"
+    good.write_text("# world: 2 x 8\n" + EP16, encoding="utf-8")
+    bad.write_text(EP16, encoding="utf-8")
+    broken.write_text("distributed: [\n", encoding="utf-8")
+    assert main(["validate", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"{good}: OK" in out and f"{bad}: FAILED" in out
+    assert main(["validate", str(good), str(broken), str(bad)]) == 2  # the worst: a file that cannot be read
+    captured = capsys.readouterr()
+    assert str(broken) in captured.err and f"{bad}: FAILED" in captured.out
+    assert main(["validate", str(good), str(bad), "--format", "json"]) == 1
+    assert [r["ok"] for r in json.loads(capsys.readouterr().out)] == [True, False]
+    assert main(["validate", str(good), str(bad), "--sbatch", str(good)]) == 2
+
+
+def test_schema_needs_a_name_or_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 2 and "schema --write DIR" in capsys.readouterr().err
+    assert main(["schema", "recipe", "--write", str(tmp_path / "s")]) == 0
+    assert [p.name for p in (tmp_path / "s").iterdir()] == ["automodel-recipe.schema.json"]
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    assert main(["schema", "--write", str(tmp_path / "file")]) == 2
+    assert "cannot write" in capsys.readouterr().err

@@ -97,7 +97,7 @@ class GpuSpec:
     """One GPU model and the node it ships in. Bandwidths are GB/s per GPU, one direction.
 
     `hbm_gib` is the usable HBM the driver reports, in GiB; `hbm_vendor_gb` is the marketing label
-    (presets/hardware/README.md explains why the two differ). TFLOP/s are dense (no sparsity).
+    (data/presets/hardware/README.md explains why the two differ). TFLOP/s are dense (no sparsity).
     """
 
     name: str
@@ -111,6 +111,7 @@ class GpuSpec:
     compute_capability: str
     source: str = ""
     hbm_vendor_gb: float = 0.0
+    hbm_tbps: float = 0.0  # HBM bandwidth, TB/s (memory-bound work: permutes, norms, activations)
 
     @property
     def supports_fp8(self) -> bool:

@@ -99,13 +99,28 @@ def rank_loads(shape: ModelShape, layout: Layout) -> tuple[RankLoad, ...]:
     return _rank_loads(shape.num_layers, shape.dense_layers, layout.pp or 1, layout.vpp or 1, layout.pp_schedule)
 
 
+def every_rank_load(shape: ModelShape, layout: Layout) -> tuple[RankLoad, ...]:
+    """Every pp rank's load, in rank order (what a per-stage view draws; `rank_loads` prunes it)."""
+    return _every_rank_load(shape.num_layers, shape.dense_layers, layout.pp or 1, layout.vpp or 1,
+                            layout.pp_schedule)
+
+
+@lru_cache(maxsize=4096)
+def _every_rank_load(num_layers: int, dense_layers: int, pp: int, vpp: int,
+                     schedule: str | None) -> tuple[RankLoad, ...]:
+    loads = []
+    for share in pipeline_split(num_layers, pp, vpp if pp > 1 else 1, schedule):
+        dense = share.layers_below(dense_layers)
+        loads.append(RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages), share.embedding,
+                              share.head))
+    return tuple(loads)
+
+
 @lru_cache(maxsize=4096)
 def _rank_loads(num_layers: int, dense_layers: int, pp: int, vpp: int,
                 schedule: str | None) -> tuple[RankLoad, ...]:
     loads: list[RankLoad] = []
-    for share in pipeline_split(num_layers, pp, vpp if pp > 1 else 1, schedule):
-        dense = share.layers_below(dense_layers)
-        load = RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages), share.embedding, share.head)
+    for load in _every_rank_load(num_layers, dense_layers, pp, vpp, schedule):
         if not any(_outweighs(kept, load) for kept in loads):
             loads.append(load)
     return tuple(loads)
@@ -158,8 +173,9 @@ class RecipeOptions:
     `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
     gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
-    `blocking_pipeline_recv`: the pipeline runtime blocks on receives before independent compute
-    (torch.distributed.pipelining, AutoModel's; Megatron's schedules do not).
+    `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
+    cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
+    "rowwise", "blockwise", "mxfp8").
     """
 
     checkpointing: str | None = None
@@ -168,7 +184,8 @@ class RecipeOptions:
     defer_grad_sync: bool = True
     reduce_dtype: str = "float32"
     async_tp: bool = False
-    blocking_pipeline_recv: bool = True
+    framework: str = "automodel"
+    fp8_recipe: str = "tensorwise"
 
     @property
     def reduce_bytes(self) -> int:
@@ -201,10 +218,33 @@ def memory_breakdown(
 ) -> dict[str, float]:
     """Peak memory (GiB) of the most loaded pipeline rank, with the layers AutoModel's split gives it.
 
-    Rank-independent sizes are computed once; only the dense and MoE layers, embedding/head and micro
-    batches in flight differ between the candidate ranks (`rank_loads`). DeepSeek-V3's first ranks hold
-    its three dense layers, so a middle rank with MoE layers only is often the one that peaks.
+    Only the ranks that can peak are judged (`rank_loads`). DeepSeek-V3's first ranks hold its three dense
+    layers, so a middle rank with MoE layers only is often the one that peaks.
     """
+    by_rank = _rank_parts(shape, layout, training, rank_loads(shape, layout), nvlink_domain, options)
+    best = max(by_rank, key=lambda parts: sum(parts[:-1]))  # the runtime is the same on every rank
+    return {name: value / GIB for name, value in zip(PARTS, best, strict=True)}
+
+
+def memory_by_pp_rank(
+    shape: ModelShape,
+    layout: Layout,
+    training: TrainingSpec,
+    *,
+    nvlink_domain: int = 8,
+    options: RecipeOptions = AUTOMODEL_DEFAULTS,
+) -> list[tuple[RankLoad, dict[str, float]]]:
+    """Every pp rank's load and memory breakdown (GiB), in rank order; the largest is `memory_breakdown`'s."""
+    loads = every_rank_load(shape, layout)
+    by_rank = _rank_parts(shape, layout, training, loads, nvlink_domain, options)
+    return [(load, {name: value / GIB for name, value in zip(PARTS, parts, strict=True)})
+            for load, parts in zip(loads, by_rank, strict=True)]
+
+
+def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads: tuple[RankLoad, ...],
+                nvlink_domain: int, options: RecipeOptions) -> list[tuple[float, ...]]:
+    """Each load's memory parts in bytes, in PARTS order. Rank-independent sizes are computed once; only
+    the dense and MoE layers, embedding/head and micro batches in flight differ between ranks."""
     mode = checkpointing_mode(layout, options)
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
@@ -231,9 +271,8 @@ def memory_breakdown(
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
         runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
 
-    best: tuple[float, ...] = ()
-    best_total = -1.0
-    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in rank_loads(shape, layout):
+    by_rank: list[tuple[float, ...]] = []
+    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in loads:
         # weights this rank holds before FSDP sharding (TP-split), then its shards
         outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
         dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
@@ -287,8 +326,5 @@ def memory_breakdown(
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
         fragmentation = FRAGMENTATION * (activations + logits + gather)
-        parts = (params, grads, optim, gather, activations, logits, fragmentation, runtime)
-        total = params + grads + optim + gather + activations + logits + fragmentation
-        if total > best_total:
-            best, best_total = parts, total
-    return {name: value / GIB for name, value in zip(PARTS, best, strict=True)}
+        by_rank.append((params, grads, optim, gather, activations, logits, fragmentation, runtime))
+    return by_rank

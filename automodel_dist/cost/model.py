@@ -7,57 +7,33 @@ arithmetic in `memory_breakdown` and `time_breakdown`.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import lru_cache
-
 from automodel_dist.cost import memory, throughput
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
+from automodel_dist.cost.profiles import Parameters
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 
-# The recipe settings the compiler writes when deferring the gradient sync does not fit (see planned_options).
+# AutoModel's defaults with the FSDP gradient sync every micro batch (see option_choices).
 SYNC_EVERY_MICRO_BATCH = RecipeOptions(defer_grad_sync=False)
 # Exposed communication above this share of the step makes communication the binding wall.
 COMMUNICATION_BOUND_SHARE = 0.25
 _COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
 NOT_MODELED = memory.NOT_MODELED + throughput.NOT_MODELED
-
-# The Megatron-Core stack as a profile of the same physics (the one place the cost model knows it; the
-# megatron-bridge target passes framework="megatron"): the distributed optimizer keeps fp32 master
-# weights and Adam states (sharded over data parallelism), TP collectives overlap the GEMMs
-# (userbuffers), the interleaved schedule does not block on receives, and the target's recompute is
-# selective (megatron-bridge.md §10).
-FRAMEWORKS = ("automodel", "megatron")
-MEGATRON_PROFILE = RecipeOptions(master_weights="fp32", async_tp=True, blocking_pipeline_recv=False)
-# Megatron-Core keeps about half the activation bytes per layer that the AutoModel-fitted model counts
-# (TE's fused attention, LayerNorm and SwiGLU kernels): Megatron-Bridge's own estimate_training_memory puts
-# Qwen3-30B-A3B (TP1 EP16, seq 4096, MBS 1) at 13.9 GB of activations where the model says 26.8 GiB, and
-# with this share the run's measured 62.2 GiB peak allocated is met within 3% (reference/
-# megatron-bridge-oracle.md §7, megatron-bridge.md §1). To be fitted with the framework profiles.
+# The one Megatron adjustment to the shared memory model: Megatron-Core keeps about half the activation
+# bytes per layer that the AutoModel-fitted model counts (TE's fused attention, LayerNorm and SwiGLU).
+# Megatron-Bridge's own estimate_training_memory puts Qwen3-30B-A3B (TP1 EP16, seq 4096, MBS 1) at 13.9 GB
+# of activations where the model says 26.8 GiB; with this share the run's measured 62.2 GiB peak allocated
+# is met within 3% (reference/megatron-bridge-oracle.md §7, megatron-bridge.md §1). A prior, to be fitted.
 MEGATRON_ACTIVATION_SHARE = 0.5
-# With EP overlap (overlap_moe_expert_parallel_comm, which the megatron-bridge target turns on wherever its
-# prerequisites hold) this share of the dispatch/combine hides behind expert compute: 16xH100 Qwen3-30B-A3B
-# HybridEP, communication hidden by compute 0.11% -> 36.55% (megatron-bridge.md §2).
-MEGATRON_EP_OVERLAP_HIDDEN = 0.37
 
 
-def megatron_adjusted(mem: dict[str, float], time: dict[str, float], *, ep_overlap: bool) -> tuple[dict, dict]:
-    """The Megatron profile's two departures from the shared physics (activation bytes, EP overlap)."""
-    mem = {**mem, "activations": mem["activations"] * MEGATRON_ACTIVATION_SHARE}
-    if ep_overlap:
-        time = {**time, "ep_comm": time["ep_comm"] * (1.0 - MEGATRON_EP_OVERLAP_HIDDEN)}
-    return mem, time
-
-
-def framework_options(problem: Problem, layout: Layout, framework: str) -> RecipeOptions:
-    """The recipe settings a framework's compiled output runs with."""
-    if framework == "megatron":
-        return replace(MEGATRON_PROFILE, checkpointing="selective" if layout.activation_checkpointing else "none")
-    if framework != "automodel":
-        raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
-    return planned_options(problem, layout)
+def framework_memory(mem: dict[str, float], options: RecipeOptions) -> dict[str, float]:
+    """The shared memory breakdown as the options' stack holds it (only Megatron's activations differ)."""
+    if options.framework != "megatron":
+        return mem
+    return {**mem, "activations": mem["activations"] * MEGATRON_ACTIVATION_SHARE}
 
 
 def memory_limit_gib(problem: Problem) -> float:
@@ -65,57 +41,86 @@ def memory_limit_gib(problem: Problem) -> float:
     return problem.cluster.gpu.hbm_gib * (1.0 - problem.memory_headroom)
 
 
-def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
-    """The recipe settings the compiler writes for `layout` (the emitter and the planner's estimates agree).
+def option_choices(problem: Problem, layout: Layout) -> tuple[RecipeOptions, ...]:
+    """The recipe settings the compiler may write for `layout`, AutoModel's defaults first.
 
-    AutoModel's defaults, except `defer_fsdp_grad_sync: false` when the deferred sync is what keeps the
-    layout's structure from fitting at all (even with activation checkpointing and one sample per micro
-    batch): deferring keeps every layer's unsharded fp32 gradients across the accumulation micro batches,
-    and AutoModel's own Llama-3.1-70B recipes turn it off for exactly that reason (its comment: "True →
-    delayed resharding → OOM"). Deciding on the structure, not on the batch or the checkpointing, keeps
-    memory monotonic in both. Pipelines defer regardless, so only FSDP2 without PP and with more than one
-    micro batch per step has the choice. Dense models only, as in AutoModel's recipes: its MoE recipes keep
-    the default and bound the deferred expert gradients with PP and EP (DeepSeek-V3 pp4 ep64, Qwen3-235B
-    pp4 ep32), whose sync would otherwise cross nodes every micro batch.
+    `defer_fsdp_grad_sync` has a choice only for FSDP2 without PP and with several micro batches per step
+    (pipelines defer regardless; one micro batch has nothing to defer). Deferring keeps every layer's
+    unsharded fp32 gradients across the accumulation micro batches (AutoModel's own Llama-3.1-70B recipes
+    turn it off: "True → delayed resharding → OOM"); syncing every micro batch reduce-scatters ga times.
     """
-    if (layout.strategy != "fsdp2" or layout.pp > 1 or layout.grad_accumulation <= 1
-            or problem.model.is_moe):
-        return AUTOMODEL_DEFAULTS
-    smallest = layout.with_(activation_checkpointing=True, local_batch_size=1, micro_batch_size=1)
-    return _structure_options(problem, smallest)
+    if layout.strategy != "fsdp2" or layout.pp > 1 or layout.grad_accumulation <= 1:
+        return (AUTOMODEL_DEFAULTS,)
+    return AUTOMODEL_DEFAULTS, SYNC_EVERY_MICRO_BATCH
 
 
-@lru_cache(maxsize=4096)
-def _structure_options(problem: Problem, smallest: Layout) -> RecipeOptions:
+def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
+    """The recipe settings the compiler writes for `layout` (the emitter and the planner's estimates agree):
+    of `option_choices`, the best for the objective that fits (the fastest; under the memory objective the
+    smallest peak), else the one needing the least memory. A layout is thus unfit only when it is unfit
+    under every setting the compiler may emit."""
+    return _planned(problem, layout)[0]
+
+
+def _planned(problem: Problem, layout: Layout) -> tuple[RecipeOptions, Estimate]:
+    """Memory first: only settings that could win are timed (all that fit when speed decides, else the
+    one with the smallest peak)."""
+    choices = option_choices(problem, layout)
+    if len(choices) == 1:
+        return choices[0], _estimate(problem, layout, choices[0])
     shape = model_shape(problem.model, problem.training)
-    mem = memory.memory_breakdown(shape, smallest, problem.training, nvlink_domain=problem.cluster.nvlink_domain)
-    if sum(mem.values()) <= memory_limit_gib(problem):
-        return AUTOMODEL_DEFAULTS
-    return SYNC_EVERY_MICRO_BATCH
+    limit = memory_limit_gib(problem)
+    mems = [memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                    options=o) for o in choices]
+    fitting = [i for i, m in enumerate(mems) if sum(m.values()) <= limit]
+    if len(fitting) < 2 or problem.objective == "memory":
+        i = min(fitting or range(len(choices)), key=lambda j: sum(mems[j].values()))
+        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i])
+    timed = [(_estimate(problem, layout, choices[i], mem=mems[i]), i) for i in fitting]
+    est, i = min(timed, key=lambda t: (t[0].step_time_s, t[1]))
+    return choices[i], est
+
+
+def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None
+                      ) -> list[tuple[memory.RankLoad, dict[str, float]]]:
+    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses: the
+    largest total is the estimate's peak (a per-stage view draws them all)."""
+    if options is None:
+        options = planned_options(problem, layout)
+    shape = model_shape(problem.model, problem.training)
+    return memory.memory_by_pp_rank(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                    options=options)
 
 
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
-                    framework: str = "automodel", ep_overlap: bool = False) -> Estimate:
+                    params: Parameters | None = None) -> Estimate:
     """Peak memory (most loaded rank), step time and throughput of `layout` for `problem`.
 
     `fits` compares the peak with the GPU's HBM less `problem.memory_headroom`; it never raises for a
     layout that does not fit. TFLOP/s count model FLOPs without recompute and MFU divides them by the
     bf16 dense peak, as AutoModel's performance tables do (also for fp8 runs). `options` are the recipe
-    settings outside the Layout: by default those the compiler would write (`planned_options`); a
+    settings outside the Layout: by default the best of those the compiler may write (`planned_options`); a
     caller with a recipe in hand passes the recipe's (validate, and the calibration for each measured run).
-    `framework` picks the profile whose settings apply when `options` is None (see framework_options);
-    `ep_overlap` (Megatron only) says the run overlaps the MoE dispatch with expert compute.
+    `options.framework` picks the stack's profile (AutoModel by default; "megatron" and "torchtitan"
+    time the same layout as those stacks run it). `params` replaces the fitted parameters (the fit's trials).
     """
     if options is None:
-        options = framework_options(problem, layout, framework)
+        return _planned(problem, layout)[1]
+    return _estimate(problem, layout, options, params=params)
+
+
+def _estimate(problem: Problem, layout: Layout, options: RecipeOptions, *, params: Parameters | None = None,
+              mem: dict[str, float] | None = None) -> Estimate:
+    """`estimate_layout` under `options`; `mem` is the memory breakdown when the caller has it already."""
     training, cluster = problem.training, problem.cluster
     gpu = cluster.gpu
     shape = model_shape(problem.model, training)
     domain = cluster.nvlink_domain
-    mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
-    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options)
-    if framework == "megatron":
-        mem, time = megatron_adjusted(mem, time, ep_overlap=ep_overlap)
+    if mem is None:
+        mem = framework_memory(memory.memory_breakdown(shape, layout, training, nvlink_domain=domain,
+                                                       options=options), options)
+    time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options,
+                                     params=params)
     peak = sum(mem.values())
     step = sum(time.values())
     fits = peak <= memory_limit_gib(problem)

@@ -34,6 +34,7 @@ class ModelShape:
     dense_layer_params: int  # attention + norms + dense MLP
     moe_layer_params: int  # attention + norms + router + shared experts (what FSDP shards like dense)
     expert_params: int  # one routed expert
+    expert_width: int  # a routed expert's FFN width (the narrow side of its grouped GEMMs)
     num_experts: int
     top_k: int
     embedding_params: int
@@ -154,6 +155,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         dense_layer_params=dense_layer_params,
         moe_layer_params=moe_layer_params,
         expert_params=pc.expert_per_expert,
+        expert_width=spec.moe_intermediate_size or 0,
         num_experts=spec.num_routed_experts,
         top_k=k,
         embedding_params=pc.embedding,

@@ -11,19 +11,18 @@ plus its per-step latency and softmax correction; pipeline send/receive (blockin
 torch.distributed.pipelining) and the schedule's bubble, of which torch's multi-stage schedules keep
 more than the textbook formula says.
 
-The same model scores other stacks through RecipeOptions: Megatron's rows overlap TP communication
-(`async_tp`) and keep interleaving's full gain (`blocking_pipeline_recv=False`).
+The same physics scores other stacks through `RecipeOptions.framework`: each stack's profile
+(cost/profiles.py) says how efficient its kernels are, how much of the EP dispatch and TP traffic it
+hides and how much of interleaving's gain its pipeline runtime keeps.
 
 Model TFLOP/s/GPU follows the calibration tables' convention (AutoModel's performance summary): model
 FLOPs without recompute, LoRA counted at 4 per weight, causal attention.
 
-The efficiency constants are fitted by `benchmarks/calibration.py` to the AutoModel H100 rows of
-reference/calibration.md (the "fit" rows there); the other throughput rows are held out.
+The free parameters are fitted by `benchmarks/calibration.py --fit` to the measurement set and read from
+cost/fitted_parameters.json; the constants below are priors with their sources.
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
@@ -34,32 +33,15 @@ from automodel_dist.cost.memory import (
     micro_batches_per_step,
     rank_loads,
 )
+from automodel_dist.cost.profiles import Parameters, Physics, parameters
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
 from automodel_dist.problem import TrainingSpec
 
-# Achievable share of the bf16 dense peak for large dense GEMM + attention work on Hopper with TE
-# kernels, and for grouped routed-expert GEMMs (fit: reference/calibration.md AutoModel rows).
-DENSE_EFFICIENCY = 0.65
-# Fused (flash/TE) attention reaches less of the peak than GEMMs, its backward especially (FlashAttention-3
-# paper, H100 BF16: forward ~60-75% of peak, backward ~45-55%; a third forward, two thirds backward).
-# A prior, not a fit: the fitted rows (4K-8K tokens) leave it undetermined; it matters at long context.
-ATTENTION_EFFICIENCY = 0.5
-EXPERT_EFFICIENCY = 0.35
-# LoRA runs many thin adapter GEMMs beside the frozen base; they cost time but no counted FLOPs.
-PEFT_EFFICIENCY = 0.75
-# Efficiency falls for small micro batches: factor tokens / (tokens + SMALL_BATCH_TOKENS).
-SMALL_BATCH_TOKENS = 512.0
-# Grouped expert GEMMs fall off the same way with the tokens each local expert receives per micro batch
-# (micro-batch tokens x top-k x ep / experts): expert parallelism gathers tokens onto fewer experts.
-EXPERT_GEMM_TOKENS = 1024.0
-# Relative efficiency by GPU generation (compute capability major): Blackwell reaches a smaller share
-# of its higher peak at the same kernels (Megatron-Bridge's MFU bands, megatron-bridge.md §5).
-GENERATION_EFFICIENCY = {8: 1.05, 9: 1.0, 10: 0.8}
-# fp8 linear layers run at this share of the fp8 peak's efficiency (fit: torchtitan Llama 3.1 8B
-# compile vs compile+Float8, 6,667 -> 8,532 tokens/s/GPU, peers.md §6/§7).
-FP8_RELATIVE_EFFICIENCY = 0.68
+# The efficiency of GEMMs, attention, FP8, GPUs and each stack's overlap are fitted parameters
+# (cost/profiles.py, cost/fitted_parameters.json). What follows are physical priors the measurements cannot
+# pin down, each with its source.
 # Achievable share of the quoted link bandwidth for ring collectives. Vendors quote NVLink per GPU as
 # both directions together (H100: 900 GB/s = 450 each way); a ring sends one way, and NCCL's measured
 # bus bandwidth on 8xH100 NVSwitch is about 360-450 GB/s, so 0.4 of the quoted figure. The network
@@ -67,10 +49,9 @@ FP8_RELATIVE_EFFICIENCY = 0.68
 NVLINK_EFFICIENCY = 0.4
 INTERNODE_EFFICIENCY = 0.8
 # AutoModel's tensor parallelism is DTensor's (torch ColwiseParallel/RowwiseParallel plans): its
-# all-gathers and reduce-scatters run on the critical path, with no TE userbuffer overlap as in
-# Megatron. `enable_async_tensor_parallel` (torch's micro-pipelined async TP) hides most of them
-# behind the GEMMs; this share stays exposed (the first and last chunk of each decomposed collective).
-ASYNC_TP_EXPOSED = 0.3
+# all-gathers and reduce-scatters run on the critical path. `enable_async_tensor_parallel` (torch's
+# micro-pipelined async TP) and Megatron's TP comm overlap hide most of them behind the GEMMs; the share
+# left exposed is each profile's `tp_exposed`.
 # Context parallelism (TE's P2P ring attention, `cp_comm_type: p2p`): each of the cp-1 ring steps
 # exchanges a K/V chunk while attending to the previous one. Only part of the attention time hides the
 # exchange (the copy engines and the attention kernel share SMs and HBM), each step pays a P2P
@@ -101,11 +82,7 @@ SELECTIVE_RECOMPUTE = 0.5
 # torch.distributed.pipelining's multi-stage schedules post each receive as soon as it can be scheduled
 # and block on it before independent compute (pytorch/pytorch#172668, the root cause of
 # torchtitan#2209; #188833: Interleaved1F1B's warm-up head-of-line bubble), so a rank holding several
-# stages keeps only this share of the bubble reduction interleaving promises. Fit: torchtitan's
-# Llama 3.1 405B PP8 rows (1F1B 100, interleaved 128 tokens/s/GPU: +28%, where the full reduction
-# predicts +51%; with 0.3, +35%, the smallest share that keeps the interleaved row's error within six
-# points of the 1F1B row's).
-TORCH_INTERLEAVE_KEPT = 0.3
+# stages keeps only part of the bubble reduction interleaving promises: each profile's `interleave_kept`.
 # Zero-bubble schedules split the weight-gradient pass to fill most of the bubble.
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
@@ -132,9 +109,49 @@ def model_flops_per_token(shape: ModelShape) -> float:
     return per_token * shape.flops_scale
 
 
-@lru_cache(maxsize=16)
-def _generation_efficiency(compute_capability: str) -> float:
-    return GENERATION_EFFICIENCY.get(capability_major(compute_capability), 1.0)
+def generation(compute_capability: str) -> str:
+    """The GPU generation whose FP8 speed-ups apply: ampere (none), hopper, blackwell."""
+    major = capability_major(compute_capability)
+    return "blackwell" if major >= 10 else "hopper" if major == 9 else "ampere"
+
+
+def gemm_efficiency(physics: Physics, tokens: float, width: float) -> float:
+    """Share of the stack's large-GEMM efficiency an (tokens x k) @ (k x width) GEMM reaches."""
+    return tokens / (tokens + physics.gemm_tokens) * width / (width + physics.gemm_width)
+
+
+def fp8_time_factor(physics: Physics, gpu: GpuSpec, recipe: str, width: float) -> float:
+    """Time of an FP8 linear layer of output width `width` relative to bf16: 1/speed-up plus the casts.
+
+    Quantizing costs memory-bound work per element, so relative to the GEMM it grows as 1/width.
+    """
+    speedup = physics.fp8_speedup.get(f"{generation(gpu.compute_capability)}/{recipe}")
+    if speedup is None:
+        raise ValueError(f"no FP8 speed-up for recipe {recipe!r} on {gpu.name}")
+    return 1.0 / speedup + physics.fp8_overhead_width / width
+
+
+# HBM bandwidth of a GPU whose preset does not give it: its bf16 peak over this many FLOP per byte (H100:
+# 989 TFLOP/s over 3.35 TB/s; B200/GB200/GB300: 2,250-2,500 over 8 TB/s).
+FLOPS_PER_HBM_BYTE = 300.0
+
+
+def hbm_bytes_per_s(gpu: GpuSpec) -> float:
+    return gpu.hbm_tbps * 1e12 if gpu.hbm_tbps else gpu.tflops_bf16 * 1e12 / FLOPS_PER_HBM_BYTE
+
+
+def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> float:
+    """HBM bytes of memory-bound work (norms, rotary, activations, MoE permutes, residuals) per token of a
+    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element.
+
+    With TP every rank streams its group's tokens through the tensors TP does not split (unless sequence
+    parallelism splits them); routed-expert tensors hold top-k copies of each token.
+    """
+    tp = layout.tp or 1
+    rep = tp if not layout.sequence_parallel else 1  # replicated tensors: every TP rank streams them whole
+    dense = shape.dense_act_rep * rep + shape.dense_act_tp
+    moe = (shape.moe_act_rep + shape.moe_act_expert) * rep + shape.moe_act_tp
+    return (shape.dense_layers * dense + shape.moe_layers * moe) * physics.elementwise_bytes
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
@@ -174,16 +191,14 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
     return max(nvlink, network)
 
 
-def _bubble_fraction(layout: Layout, n_micro: int, blocking_recv: bool) -> float:
+def _bubble_fraction(layout: Layout, n_micro: int, interleave_kept: float) -> float:
     """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble.
 
-    With `blocking_recv` (torch.distributed.pipelining) a multi-stage schedule keeps only part of the
-    interleaving's gain: see TORCH_INTERLEAVE_KEPT.
+    A multi-stage schedule keeps only `interleave_kept` of interleaving's gain (the profile's: torch's
+    blocking receives keep part of it, Megatron's schedules all of it).
     """
     stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else (layout.vpp or 1)
-    share = 1.0 / stages_per_rank
-    if blocking_recv:
-        share = 1.0 - TORCH_INTERLEAVE_KEPT * (1.0 - share)
+    share = 1.0 - interleave_kept * (1.0 - 1.0 / stages_per_rank)
     fraction = (layout.pp - 1) / n_micro * share
     if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
         fraction *= ZERO_BUBBLE_FACTOR
@@ -220,27 +235,28 @@ def time_breakdown(
     *,
     nvlink_domain: int = 8,
     options: RecipeOptions = AUTOMODEL_DEFAULTS,
+    params: Parameters | None = None,
 ) -> dict[str, float]:
     """Seconds per optimizer step on one GPU, by part; the parts sum to the step time.
 
     With `options.defer_grad_sync` (AutoModel's `defer_fsdp_grad_sync`, default true) FSDP reduce-scatters
     once per step instead of once per micro batch; `options.checkpointing` may ask for selective recompute.
     """
+    params = params or parameters()
+    physics, profile = params.physics, params.profile(options.framework)
     world = layout.world_size or 1
     tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
     seq = training.seq_length
     step_tokens = training.global_batch_size * seq
     tokens_per_gpu = step_tokens / world
 
-    # --- compute ---
+    # --- compute: each GEMM at the efficiency its shape allows ---
     mb_tokens = micro_batch_tokens(layout, seq)
-    size = mb_tokens / (mb_tokens + SMALL_BATCH_TOKENS)
-    generation = _generation_efficiency(gpu.compute_capability)
-    peft = PEFT_EFFICIENCY if training.is_peft else 1.0
-    dense_rate = gpu.tflops_bf16 * 1e12 * DENSE_EFFICIENCY * size * generation * peft
-    tokens_per_expert = mb_tokens * shape.top_k * ep / shape.num_experts if shape.num_experts else 0.0
-    expert_size = tokens_per_expert / (tokens_per_expert + EXPERT_GEMM_TOKENS) if shape.num_experts else 1.0
-    expert_rate = gpu.tflops_bf16 * 1e12 * EXPERT_EFFICIENCY * expert_size * generation * peft
+    peak = gpu.tflops_bf16 * 1e12 * profile.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
+    if training.is_peft:
+        peak *= profile.peft_efficiency
+    dense_width = shape.hidden / tp  # the narrower side of a TP-split dense GEMM
+    dense_rate = peak * gemm_efficiency(physics, mb_tokens, dense_width)
     scale = shape.flops_scale
     attention = shape.attention_flops * scale
     dense_linear = (
@@ -248,15 +264,25 @@ def time_breakdown(
         + shape.lm_head_flops
     ) * scale
     experts = shape.moe_layers * shape.moe_expert_flops * scale
-    linear_speed = 1.0
-    if training.precision == "fp8" and gpu.supports_fp8:  # no FP8 tensor cores: runs as bf16
-        linear_speed = gpu.tflops_fp8 / gpu.tflops_bf16 * FP8_RELATIVE_EFFICIENCY
+    linear_time = dense_linear / dense_rate
+    expert_time = 0.0
+    fp8 = training.precision == "fp8" and gpu.supports_fp8  # no FP8 tensor cores: runs as bf16
+    if fp8:
+        linear_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, dense_width)
+    if experts:
+        # grouped GEMMs: each local expert sees micro-batch tokens x top-k x ep / experts tokens
+        expert_tokens = mb_tokens * shape.top_k * ep / shape.num_experts
+        expert_width = shape.expert_width / (1 if ep > 1 else tp)
+        expert_rate = peak * physics.grouped_gemm_efficiency * gemm_efficiency(physics, expert_tokens, expert_width)
+        expert_time = experts / expert_rate
+        if fp8:
+            expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
-    attention_rate = dense_rate * ATTENTION_EFFICIENCY / DENSE_EFFICIENCY * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_rate = peak * physics.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
-    compute = (attention_time + tokens_per_gpu * (
-        dense_linear / dense_rate + experts / expert_rate
-    ) / linear_speed) * stage_imbalance(shape, layout)  # the busiest pipeline rank paces the step
+    streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
+    compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
+        shape, layout)
     # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     mode = checkpointing_mode(layout, options)
     checkpointed = mode == "full"
@@ -276,7 +302,7 @@ def time_breakdown(
         collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
         tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain, aggregate=False)
         if options.async_tp:
-            tp_comm *= ASYNC_TP_EXPOSED
+            tp_comm *= profile.tp_exposed
 
     ep_comm = 0.0
     if ep > 1 and shape.moe_layers:
@@ -284,7 +310,7 @@ def time_breakdown(
         dispatched = mb_tokens / tp if layout.sequence_parallel else mb_tokens
         ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
             shape, layout, gpu, dispatched, nvlink_domain
-        )  # dispatch + combine per forward and backward pass
+        ) * (1.0 - profile.ep_overlap)  # dispatch + combine per forward and backward pass, less what overlaps
 
     cp_comm = 0.0
     if cp > 1:
@@ -296,7 +322,7 @@ def time_breakdown(
         cp_comm = max(0.0, ring - CP_OVERLAP * attention_time) + latency + correction
 
     pp_comm = 0.0
-    if pp > 1:
+    if pp > 1 and profile.torch_pipeline:  # Megatron overlaps its send/receive with compute
         volume = mb_tokens * shape.hidden * 2 / (tp if layout.sequence_parallel else 1)
         hops = 2 * (layout.vpp or 1) * micro_batches  # activations forward, gradients backward
         # torch.distributed.pipelining waits for each send/receive before the next action (no overlap),
@@ -350,7 +376,7 @@ def time_breakdown(
                  + FSDP_EXPOSED * (gather_s + sync_s))
 
     bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(
-        layout, n_micro, options.blocking_pipeline_recv) if pp > 1 else 0.0
+        layout, n_micro, profile.interleave_kept) if pp > 1 else 0.0
     return {
         "compute": compute,
         "recompute": recompute,

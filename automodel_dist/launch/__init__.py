@@ -8,7 +8,9 @@ a warning is printed.
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +20,24 @@ from automodel_dist.launch.recipe_settings import apply_recipe_settings
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_section
 from automodel_dist.launch.slurm import render_sbatch, slurm_recipe_settings
+from automodel_dist.output import Output, write_outputs
 from automodel_dist.rules.launch import check_launch
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.yamlio import dump_yaml, load_document
 
 LAUNCHERS = ("slurm", "skypilot")
 SBATCH_NAME = "launch.sbatch"
 
 
-def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[str]:
+def write_launch_files(result: Any, recipe_path: Path, launcher: str, *,
+                       inputs: Iterable[str | os.PathLike[str]] = (), force: bool = False) -> list[str]:
     """Write `result`'s recipe at `recipe_path` with the launch settings, and what launches it; return the
     paths written besides the recipe. Nothing is written when the launch rules fail.
 
     `result` is a CompileResult: `.problem`, `.layout`, `.yaml` (the recipe text) and `.intent` (whose
     `.launcher` is the intent's launcher block or None). The recipe is `.yaml` with the launch settings
-    added, keeping its comments.
+    added, keeping its comments. Every file goes through the output writer: never onto one of `inputs`,
+    never onto a file automodel-dist did not write unless `force`, each replaced whole or not at all.
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; expected one of {LAUNCHERS}")
@@ -39,7 +45,6 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[st
     recipe = load_document(result.yaml, what="recipe").data  # the emitted text, with its comments
     settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
     recipe_path = Path(recipe_path).resolve()
-    written: list[str] = []
     sbatch_text = None
     if launcher == "slurm":
         apply_recipe_settings(recipe, slurm_recipe_settings(problem, layout))
@@ -50,17 +55,18 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str) -> list[st
     cluster = problem.cluster
     findings = check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
                             sbatch_text=sbatch_text, sbatch_file=SBATCH_NAME, layout=layout,
-                            nvlink_domain=cluster.nvlink_domain)
+                            nvlink_domain=cluster.nvlink_domain,
+                            sbatch_syntax=script_syntax(sbatch_text) if sbatch_text is not None else None)
     report = Report(findings=findings, source=str(recipe_path))
     if not report.ok:
         raise ValidationFailed("the launch files would break their own launch rules: "
                                + "; ".join(f.message for f in report.errors), report)
     for finding in report.warnings:
         print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)
-    recipe_path.write_text(dump_yaml(recipe), encoding="utf-8")
+    outputs = [Output(recipe_path, dump_yaml(recipe))]
+    if sbatch_text is not None:
+        outputs.append(Output(recipe_path.parent / SBATCH_NAME, sbatch_text))
+    write_outputs(outputs, inputs=inputs, force=force)
     if sbatch_text is not None:
         (recipe_path.parent / "logs").mkdir(parents=True, exist_ok=True)
-        sbatch_path = recipe_path.parent / SBATCH_NAME
-        sbatch_path.write_text(sbatch_text, encoding="utf-8")
-        written.append(str(sbatch_path))
-    return written
+    return [str(out.path) for out in outputs[1:]]

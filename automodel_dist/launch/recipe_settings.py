@@ -16,6 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 from automodel_dist.targets.automodel.emit import timeout_minutes
+from automodel_dist.textsafe import one_line
 
 
 @dataclass(frozen=True)
@@ -52,4 +53,4 @@ def apply_recipe_settings(recipe: MutableMapping[str, Any], settings: list[Recip
             value.fa.set_flow_style()
         node[leaf] = value
         if isinstance(node, CommentedMap):
-            node.yaml_add_eol_comment(setting.why, leaf)
+            node.yaml_add_eol_comment(one_line(setting.why), leaf)

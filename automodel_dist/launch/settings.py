@@ -1,7 +1,10 @@
 """The intent's optional `launcher:` block, read once into a typed record both launchers share.
 
-The intent schema (`schemas/intent.schema.json`, `launcher`) checks every value, with its line and
-column, when the intent is loaded; this module only applies the defaults.
+The intent schema (`data/schemas/intent.schema.json`, `launcher`) checks every value, with its line and
+column, when the intent is loaded. Its patterns are the one statement of what may reach a launch script
+(Slurm's names, paths without shell or #SBATCH metacharacters, text without control characters); this
+module checks them again, from the same schema, on whatever mapping it is given (a caller of
+`write_launch_files` need not have loaded an intent), then applies the defaults.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from automodel_dist.errors import InputError
 from automodel_dist.problem import Problem
+from automodel_dist.resources import INTENT_SCHEMA
+from automodel_dist.schema_check import load_schema, matches_pattern
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import to_plain
 
 # The intent schema's documented defaults: a bounded wall time, on-demand (not spot) cloud nodes.
@@ -42,9 +49,46 @@ def default_job_name(problem: Problem) -> str:
     return _JOB_NAME_UNSAFE.sub("-", f"automodel-{model}-{problem.training.task}").strip("-")
 
 
+def _schema_patterns() -> dict[str, dict[str, Any]]:
+    """The intent schema's `launcher` properties."""
+    return load_schema(INTENT_SCHEMA)["properties"]["launcher"]["properties"]
+
+
+def _check_text(value: Any, schema: Mapping[str, Any], where: str) -> None:
+    """An InputError at `where` unless `value` (a string, or absent) has the form the schema's pattern says."""
+    pattern = schema.get("pattern")
+    if pattern is None or value is None:
+        return
+    if not isinstance(value, str) or not matches_pattern(pattern, value):
+        shown = one_line(repr(value))
+        form = schema.get("x-format", pattern)
+        raise InputError(f"{where}: {shown} does not have the expected form ({form})", where=where,
+                         hint=f"write it as {form} (it is written into the launch script; pattern {pattern})")
+
+
+def check_launcher_values(raw: Mapping[str, Any]) -> None:
+    """Every string of a `launcher:` mapping against its schema pattern (an InputError names the dotted key)."""
+    props = _schema_patterns()
+    for key, value in raw.items():
+        schema = props.get(key)
+        if schema is None:
+            raise InputError(f"launcher: unknown key {key!r}", where=f"launcher.{key}",
+                             hint="allowed keys: " + ", ".join(props))
+        if key == "container_mounts":
+            for i, item in enumerate(value or ()):
+                _check_text(item, schema["items"], f"launcher.container_mounts[{i}]")
+        elif key == "env":
+            for name, text in (value or {}).items():
+                _check_text(name, schema["propertyNames"], f"launcher.env.{one_line(str(name))}")
+                _check_text(text, schema["additionalProperties"], f"launcher.env.{name}")
+        else:
+            _check_text(value, schema, f"launcher.{key}")
+
+
 def launcher_settings(block: Mapping[str, Any] | None, problem: Problem) -> LauncherSettings:
-    """The schema-checked `launcher:` mapping (None = all defaults) with the defaults filled in."""
+    """The `launcher:` mapping (None = all defaults), its values checked, with the defaults filled in."""
     raw = to_plain(block) or {}
+    check_launcher_values(raw)
     cache_dir = raw.get("cache_dir")
     return LauncherSettings(
         job_name=raw.get("job_name") or default_job_name(problem),

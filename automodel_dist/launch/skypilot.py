@@ -22,6 +22,7 @@ from automodel_dist.launch.recipe_settings import RecipeSetting, timeout_setting
 from automodel_dist.launch.settings import LauncherSettings
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
+from automodel_dist.textsafe import one_line
 
 SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "kubernetes")
 AUTOMODEL_DISK_GB = 100  # SkyPilotConfig.disk_size default
@@ -82,7 +83,7 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
     section = existing if isinstance(existing, CommentedMap) else CommentedMap()  # keep setup, zone, ...
     section["cloud"] = cloud
     section["accelerators"] = f"{accelerator_name(cluster.gpu)}:{cluster.gpus_per_node}"
-    section.yaml_add_eol_comment(f"{cluster.gpu.name}, {cluster.gpus_per_node} per node (one worker per GPU)",
+    section.yaml_add_eol_comment(f"{one_line(cluster.gpu.name)}, {cluster.gpus_per_node} per node (one worker per GPU)",
                                  "accelerators")
     section["num_nodes"] = cluster.nodes
     section.yaml_add_eol_comment(f"layout {layout.short()} needs {cluster.world_size} GPUs", "num_nodes")

@@ -20,8 +20,12 @@ from automodel_dist.launch.environment import EnvVar, run_environment
 from automodel_dist.launch.recipe_settings import RecipeSetting, timeout_settings
 from automodel_dist.launch.settings import LauncherSettings
 from automodel_dist.layout import Layout
+from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.problem import Problem
+from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.rules.launch import handles_sigusr1
+from automodel_dist.schema_check import load_schema, matches_pattern
+from automodel_dist.textsafe import one_line
 
 MASTER_PORT = 13742  # slurm.sub's default rendezvous port
 PREEMPTION_WARNING_SECONDS = 300  # slurm.sub: USR1 five minutes before the time limit
@@ -61,12 +65,16 @@ def _mounts(settings: LauncherSettings, run_dir: Path, cache_dir: str) -> str:
     return ",".join(mounts)
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """The log paths in #SBATCH --output/--error lie in the run directory, and those lines cannot quote."""
-    text = str(run_dir)
-    if any(ch.isspace() for ch in text) or "%" in text:
-        raise InputError(f"run directory {text!r} contains whitespace or '%', which #SBATCH lines cannot carry",
-                         hint="write the recipe to a folder whose path has no spaces")
+def _check_recipe_path(recipe_path: Path) -> None:
+    """The log paths in #SBATCH --output/--error lie in the recipe's folder, and those lines cannot quote; the
+    container mounts list the folder between ':' and ','; the script names the recipe. So the recipe's path
+    takes the form the intent schema gives cache_dir (no newline, quote, space, '%', ':' or ',')."""
+    schema = load_schema(INTENT_SCHEMA)["properties"]["launcher"]["properties"]["cache_dir"]
+    text = str(recipe_path)
+    if not matches_pattern(schema["pattern"], text):
+        raise InputError(f"the recipe's path (and the run directory it names) cannot be written into #SBATCH "
+                         f"lines and container mounts: it must be {schema['x-format']}", where=one_line(text),
+                         hint="write the recipe (-o) to a path that has no spaces, quotes, '%', ':' or ','")
 
 
 def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, recipe_path: Path,
@@ -75,22 +83,25 @@ def render_sbatch(problem: Problem, layout: Layout, settings: LauncherSettings, 
     cluster = problem.cluster
     nodes, gpus = cluster.nodes, cluster.gpus_per_node
     run_dir = recipe_path.parent
-    _check_run_dir(run_dir)
+    _check_recipe_path(recipe_path)
     cache_dir = settings.cache_dir or str(run_dir / "cache")
     logs = run_dir / "logs"
+    # Comments carry user text escaped onto one line; #SBATCH values passed the intent schema's patterns
+    # and are quoted as the shell would (sbatch reads quotes the same way), though none of them needs it.
     header = [
         "#!/bin/bash",
-        f"# Launch {problem.model.name} ({problem.training.task}) on {nodes} x {gpus} {cluster.gpu.name}:",
+        f"# Launch {one_line(problem.model.name)} ({problem.training.task}) on {nodes} x {gpus} "
+        f"{one_line(cluster.gpu.name)}:",
         f"#   layout {layout.short()}",
-        "# Written by automodel-dist compile --launcher slurm. Submit with: sbatch <this file>",
-        f"#SBATCH --job-name={settings.job_name}",
+        f"# {WRITTEN_BY_MARKER} compile --launcher slurm. Submit with: sbatch <this file>",
+        f"#SBATCH --job-name={shlex.quote(settings.job_name)}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={gpus}",
     ]
     if gpus == cluster.gpu.gpus_per_node:
         header.append("#SBATCH --exclusive")
-    header += [f"#SBATCH --{key}={value}" for key, value in
+    header += [f"#SBATCH --{key}={shlex.quote(value)}" for key, value in
                (("account", settings.account), ("partition", settings.partition), ("time", settings.time))
                if value]
     header += [

@@ -22,6 +22,7 @@ from automodel_dist.dispatcher import ep_group_in_domain
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules import registry as r
+from automodel_dist.shell_syntax import SyntaxResult
 from automodel_dist.yamlio import lookup
 
 # Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
@@ -38,6 +39,8 @@ _SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
 _EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# AutoModel's CLI, which starts torchrun itself on the node it runs on (reference/automodel.md §8.1).
+_AUTOMODEL_CLI = re.compile(r"(?:^|[\s;&|('\"])automodel(?:\s|$)|nemo_automodel\.cli\.app", re.M)
 
 
 def is_node_local(path: str) -> bool:
@@ -113,8 +116,83 @@ def code_lines(sbatch_text: str) -> str:
 
 
 def launches_torchrun(code: str) -> bool:
-    """`code` is the script without comments (`_code`): a commented-out torchrun launches nothing."""
-    return "torchrun" in code or "torch.distributed.run" in code
+    """`code` is the script without comments (`code_lines`): a commented-out torchrun launches nothing."""
+    return "torchrun" in code or "torch.distributed.run" in code or "torch.distributed.launch" in code
+
+
+def _sbatch_refusal(text: str) -> tuple[str, int] | None:
+    """(why, 1-based line) when sbatch itself refuses the script (sbatch.c `_get_script_buffer`), else None."""
+    if not text:
+        return 'the script is empty (sbatch: "Batch script is empty!")', 1
+    if not text.strip(" \t\n\v\f\r"):  # C's isspace, which sbatch uses
+        return 'the script holds only whitespace (sbatch: "Batch script contains only whitespace!")', 1
+    if not text.startswith("#!"):
+        return ("the first line does not start with #! and an interpreter (sbatch: \"This does not look like a "
+                "batch script\")"), 1
+    if "\0" in text:
+        return "the script holds a NUL character, which the Slurm controller does not allow", _line_of(text, "\0")
+    if "\r\n" in text:
+        return ("the script has DOS line breaks (\\r\\n), which sbatch refuses (and bash would read as part of "
+                "each command)"), _line_of(text, "\r\n")
+    return None
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text.count("\n", 0, text.index(needle)) + 1
+
+
+def _first_line(code: str, word: str) -> int:
+    """The 1-based line where `word` first appears as a command word in `code`, else 1."""
+    for number, line in enumerate(code.splitlines(), start=1):
+        if re.search(rf"(?:^|[\s;&|(]){word}(?:\s|$)", line):
+            return number
+    return 1
+
+
+def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
+                       syntax: SyntaxResult | None) -> tuple[list[Finding], bool]:
+    """What keeps the job from starting at all: sbatch refusing the script, a shell syntax error (`syntax`,
+    what `shell_syntax.script_syntax` found; None when not judged), no torchrun.
+
+    Returns the findings (each with its script line) and whether the other script rules can judge the script
+    (not when it is empty).
+    """
+    found: list[tuple[Finding, int]] = []
+    refusal = _sbatch_refusal(sbatch_text)
+    if refusal:
+        found.append((r.SBATCH_REJECTED.finding(
+            f"sbatch refuses this launch script: {refusal[0]}",
+            hint="start the script with #!/bin/bash, save it with Unix line breaks, and give it the srun/torchrun "
+                 "command"), refusal[1]))
+        if refusal[1] == 1 and not sbatch_text.strip(" \t\n\v\f\r"):
+            return [replace(f, line=line, col=1) for f, line in found], False
+    if syntax is not None:
+        if not syntax.checked:
+            found.append((r.SKIPPED.finding(f"the launch script's shell syntax was not checked: {syntax.reason}",
+                                            path=r.SCRIPT, hint="run `bash -n` on the script yourself"), 1))
+        elif not syntax.ok:
+            found.append((r.SBATCH_SYNTAX.finding(
+                f"the launch script is not valid shell (bash -n): {syntax.message}; the job would fail as it "
+                "starts, after waiting in the queue", hint="fix the script at that line (an unclosed quote, "
+                                                          "if/fi, do/done or brace?)"), syntax.line or 1))
+    # A script that maps Slurm's task ids to RANK itself (srun, one task per GPU) needs no torchrun.
+    if not launches_torchrun(code) and "SLURM_PROCID" not in code:
+        runs_cli = _AUTOMODEL_CLI.search(code) is not None
+        if multi_node or not runs_cli:
+            if runs_cli:
+                message = ("the launch script runs AutoModel's CLI without torchrun on several nodes: the CLI "
+                           "starts its own one-node torchrun on each node, so every node trains alone in a world of "
+                           "its own and the nodes never rendezvous")
+            else:
+                message = ("the launch script never starts torchrun (or python -m torch.distributed.run): no "
+                           "AutoModel training worker gets the RANK/WORLD_SIZE/LOCAL_RANK it needs, so the job "
+                           "trains nothing")
+            found.append((r.NO_TORCHRUN.finding(
+                message, hint="run one torchrun per node under srun: srun --ntasks-per-node=1 bash -c 'torchrun "
+                              "--nnodes=$SLURM_NNODES --nproc_per_node=<GPUs> --node_rank=$SLURM_NODEID "
+                              "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT -m "
+                              "nemo_automodel.cli.app <recipe>'"), _first_line(code, "srun")))
+    return [replace(f, line=line, col=1) for f, line in found], True
 
 
 def tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
@@ -140,15 +218,18 @@ def _sends_usr1(sbatch_text: str) -> bool:
 
 
 def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool,
-                 sbatch_file: str | None = None) -> list[Finding]:
+                 sbatch_file: str | None = None, sbatch_syntax: SyntaxResult | None = None) -> list[Finding]:
     """Rules on the launch script itself (found at the script's line, in `sbatch_file` when named), and on
-    the recipe settings the script relies on."""
-    findings: list[Finding] = []
-
+    the recipe settings the script relies on. `sbatch_syntax` is the script's `bash -n` verdict
+    (`shell_syntax.script_syntax`), given by the caller that read the script; None leaves syntax unjudged."""
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
     code = code_lines(sbatch_text)
+    start_up, judged = _start_up_findings(sbatch_text, code, multi_node, sbatch_syntax)
+    findings = [at_line(f, f.line or 1) for f in start_up]
+    if not judged:
+        return findings
     tasks = tasks_per_node(sbatch_text)
     if tasks and tasks[0] > 1 and launches_torchrun(code):
         findings.append(at_line(r.NTASKS_PER_NODE.finding(
@@ -191,11 +272,12 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
 
 def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: int,
                  sbatch_text: str | None = None, sbatch_file: str | None = None, layout: Layout | None = None,
-                 nvlink_domain: int | None = None) -> list[Finding]:
+                 nvlink_domain: int | None = None, sbatch_syntax: SyntaxResult | None = None) -> list[Finding]:
     """Every launch rule on a recipe (and its sbatch script, when given; `sbatch_file` names it in findings).
 
     `layout` is the recipe's parsed Layout, needed for the dispatcher rule; `nvlink_domain` is the
-    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`.
+    cluster's (ClusterSpec.nvlink_domain), default `gpus_per_node`; `sbatch_syntax` the script's `bash -n`
+    verdict (see check_sbatch).
     """
     findings: list[Finding] = []
     multi_node = world_size > gpus_per_node
@@ -211,5 +293,6 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
         env = sbatch_env(sbatch_text) if sbatch_text is not None else None
         findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
-        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file)
+        findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file,
+                                 sbatch_syntax=sbatch_syntax)
     return findings

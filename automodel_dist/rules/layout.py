@@ -39,8 +39,12 @@ UNSUPPORTED_FEATURES = {
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
-                 training: TrainingSpec | None = None) -> list[Finding]:
-    """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast."""
+                 training: TrainingSpec | None = None, topology_warnings: bool = True) -> list[Finding]:
+    """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast.
+
+    `topology_warnings=False` skips the checks that can only warn (where TP and EP groups land): the
+    planner, which keeps only errors, would otherwise build and discard thousands of them per compile.
+    """
     out: list[Finding] = []
     mesh_sound = _check_mesh(layout, out)
     if layout.strategy == "fsdp2" and layout.pp > 1:
@@ -53,7 +57,7 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
         check_cp_packing(layout, model, training, out)
     if layout.dispatcher is not None:
         _check_dispatcher(layout, out)
-    if cluster is not None and layout.world_size > 1:
+    if topology_warnings and cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, out)
     return out
 

@@ -69,11 +69,18 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     out: list[Finding] = []
     _check_recipe_target(config, out)
     dist = as_mapping(config.get("distributed"))
-    if "distributed" not in config:
-        out.append(r.DISTRIBUTED_MISSING.finding(
-            "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
-            "cfg.distributed", path="", hint="add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is "
-            "inferred)"))
+    recipe_class = _recipe_class(config)
+    if recipe_class not in DISTRIBUTED_OPTIONAL:
+        if "distributed" not in config:
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
+                "cfg.distributed", path="", hint=_ADD_DISTRIBUTED))
+        elif config["distributed"] is None and recipe_class is not None:
+            # A generation config (no recipe class) may say `distributed: null`; a training recipe may not.
+            out.append(r.DISTRIBUTED_MISSING.finding(
+                f"{recipe_class} builds its device meshes from the distributed section, which is null",
+                path="distributed", hint=_ADD_DISTRIBUTED,
+                automodel_message="TypeError: 'NoneType' object is not iterable"))
     strategy = _check_strategy(dist, out)
     pp, ep, tp = (mesh_degree(dist.get(key)) for key in ("pp_size", "ep_size", "tp_size"))
     if strategy is not None:
@@ -176,11 +183,27 @@ def _suggest(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
-def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
+# Recipe classes that build meshes only when the recipe has a `distributed:` section (`if self.cfg.get(
+# "distributed", None) is not None` in nemo_automodel/recipes/llm/train_{eagle1,eagle3,dflash,dspark,vispec}.py;
+# Eagle2, DFlash2, Domino and JetSpec inherit it). Every other recipe reads cfg.distributed unconditionally.
+DISTRIBUTED_OPTIONAL = frozenset({"TrainEagle1Recipe", "TrainEagle2Recipe", "TrainEagle3Recipe", "TrainDFlashRecipe",
+                                  "TrainDFlash2Recipe", "TrainDominoRecipe", "TrainJetSpecRecipe", "TrainDSparkRecipe",
+                                  "TrainVispecRecipe", "TrainVispecStage1Recipe"})
+
+
+_ADD_DISTRIBUTED = "add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)"
+
+
+def _recipe_class(config: Mapping[str, Any]) -> str | None:
+    """The recipe class the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping)."""
     target = config.get("recipe")
     if isinstance(target, Mapping):
         target = target.get("_target_")
-    if not isinstance(target, str) or not target.strip():
+    return target.strip().rpartition(".")[2] if isinstance(target, str) and target.strip() else None
+
+
+def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
+    if _recipe_class(config) is None:
         out.append(r.RECIPE_TARGET.finding(
             "the recipe does not name its recipe class (top-level `recipe:`): the `automodel` CLI will refuse it",
             hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction` (not needed when a recipe script "

@@ -253,7 +253,7 @@ DIST_ENV_TIMEOUT = register(
 DDP_DP_SIZE_IGNORED = register(
     "ddp-dp-size-ignored", WARNING, "distributed.dp_size", "ddp ignores dp_size and uses every rank")
 SCHEMA = register(
-    "schema", ERROR, "", "the recipe breaks schemas/automodel-recipe.schema.json")
+    "schema", ERROR, "", "the recipe breaks the AutoModel recipe schema (`automodel-dist schema recipe`)")
 
 # ---------------------------------------------------------------------------------------------------
 # Launch rules (rules/launch.py): the recipe on several nodes, and the sbatch script that launches it.
@@ -273,6 +273,14 @@ EP_NVLINK = register(
     "launch-ep-nvlink", ERROR, "model.backend.dispatcher",
     "EP groups beyond the NVLink domain: mok cannot span domains (error); hybridep needs the domain size "
     "exported by the script (warning)", needs=("cluster",))
+SBATCH_REJECTED = register(
+    "launch-sbatch-rejected", ERROR, SCRIPT,
+    "sbatch refuses a script that is empty or blank, lacks a #! first line, holds a NUL or has DOS line breaks")
+SBATCH_SYNTAX = register(
+    "launch-sbatch-syntax", ERROR, SCRIPT, "the launch script must parse as a shell script (bash -n)")
+NO_TORCHRUN = register(
+    "launch-no-torchrun", ERROR, SCRIPT,
+    "the launch script must start torchrun (AutoModel's CLI alone starts a one-node job on every node, or nothing)")
 LAUNCHER_SECTION = register(
     "launch-launcher-section", ERROR, "skypilot",
     "a recipe the script runs through nemo_automodel.cli.app must not carry a skypilot: or nemo_run: section")

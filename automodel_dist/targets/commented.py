@@ -7,6 +7,8 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from automodel_dist.textsafe import one_line
+
 COMMENT_COLUMN_MAX = 48
 
 
@@ -38,7 +40,7 @@ class Section:
         for key, why in self.why.items():
             nested = isinstance(self.data[key], (Mapping, list))
             own = indent + len(key) + (1 if nested else 2 + len(rendered(self.data[key])))
-            self.data.yaml_add_eol_comment(why, key, column=own + 2 if nested else max(own + 2, column))
+            self.data.yaml_add_eol_comment(one_line(why), key, column=own + 2 if nested else max(own + 2, column))
         for child in self.children.values():
             child.finish(depth + 1)
         return self.data

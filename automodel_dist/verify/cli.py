@@ -6,11 +6,14 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automodel_dist.errors import InputError
 from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
 from automodel_dist.yamlio import Document, load_document
+
+if TYPE_CHECKING:
+    from automodel_dist.compiler import CompileResult
 
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -37,7 +40,7 @@ def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:
     return build_document_meshes(doc, world_size=world_size, gpus_per_node=gpus_per_node)
 
 
-def _intent_meshes(args: argparse.Namespace) -> MeshReport:
+def _intent_meshes(args: argparse.Namespace) -> tuple[MeshReport, CompileResult]:
     """Compile the intent (--nodes / --gpus-per-node override its hardware), then build its recipe's meshes."""
     from automodel_dist.compiler import compile_intent
 
@@ -52,7 +55,7 @@ def _intent_meshes(args: argparse.Namespace) -> MeshReport:
     report = build_meshes(result.recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
                           nvlink_domain=cluster.nvlink_domain, gpu=cluster.gpu)
     report.source = f"{args.source} (compiled)"
-    return report
+    return report, result
 
 
 def run_dry_run(args: argparse.Namespace) -> int:
@@ -63,9 +66,15 @@ def run_dry_run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     require_torch()
     doc = load_document(args.source, what="dry-run input")
-    report = _intent_meshes(args) if is_intent(doc.data) else _recipe_meshes(args, doc)
+    report, result = _intent_meshes(args) if is_intent(doc.data) else (_recipe_meshes(args, doc), None)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(report, rank=args.rank))
+    if args.html:
+        from automodel_dist.cli import write_html_report
+        from automodel_dist.html_report import from_dry_run
+
+        inputs = [args.source, *(result.inputs if result is not None else ())]
+        write_html_report(args.html, from_dry_run(report, result, top=args.top), inputs=inputs, force=args.force)
     if args.format == "text" and report.built:  # timings vary run to run, so they stay out of stdout
         print(f"dry-run took {time.perf_counter() - start:.2f} s (torch mesh build "
               f"{report.timing.get('torch_build', 0.0):.3f} s)", file=sys.stderr)

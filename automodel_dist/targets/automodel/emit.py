@@ -23,9 +23,12 @@ from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
+from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
 from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
+from automodel_dist.resources import RECIPE_SCHEMA
+from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
     STRATEGY_KEYS,
@@ -35,9 +38,9 @@ from automodel_dist.targets.automodel.config import (
     translate_value,
 )
 from automodel_dist.targets.commented import Section as _Section
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
-DEFAULT_SCHEMA_REF = "../../schemas/automodel-recipe.schema.json"
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
@@ -212,7 +215,8 @@ def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
             b.put("experts", "te", "TE grouped experts run FP8 (with a DeepEP/HybridEP dispatcher)")
         else:
             b.put("experts", "torch_mm", "grouped GEMM through torch._grouped_mm; works with every dispatcher")
-        b.put("dispatcher", layout.dispatcher, choice.reason)
+        reason = choice.reason if layout.dispatcher == choice.name else "the intent's dispatcher pin"
+        b.put("dispatcher", layout.dispatcher, reason)
         if fp8:
             recipe = "mxfp8" if capability_major(cluster.gpu.compute_capability) == 10 else "current"
             b.put("te_fp8", CommentedMap({"recipe": recipe}), f"FP8 ({recipe} scaling) as the intent asks")
@@ -310,25 +314,29 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     return data
 
 
-def header(problem: Problem, layout: Layout, estimate: Estimate, schema_ref: str) -> str:
+def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
+    """The comment block above the recipe. It names the schema by its `$id`, not by a path: a path would
+    break as soon as the recipe is copied, and editors map the id to the installed file (README, Editors)."""
     model, cluster, training = problem.model, problem.cluster, problem.training
     kind = (f"MoE, {model.num_routed_experts} experts top-{model.experts_per_token}" if model.is_moe
             else "dense")
     limit = memory_limit_gib(problem, estimate)
+    gpu = one_line(cluster.gpu.name)  # user text in a comment: escaped onto its line (textsafe)
     return "\n".join([
-        f"AutoModel recipe compiled by automodel-dist: {model.name} ({kind}, {model.num_layers} layers)",
-        f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {cluster.gpu.name} ({cluster.world_size} GPUs); "
+        f"{RECIPE_MARKER}: {one_line(model.name)} ({kind}, {model.num_layers} layers)",
+        f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
         f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
         f"{training.precision}",
+        f"world: {cluster.nodes} x {cluster.gpus_per_node}",
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
         f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
         f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
-        *([f"precision fp8 was asked for, but {cluster.gpu.name} has no FP8 tensor cores: this recipe trains "
+        *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "
            "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
-        f"yaml-language-server: $schema={schema_ref}",
+        f"schema: {load_schema(RECIPE_SCHEMA)['$id']} (`automodel-dist schema --write DIR` for editors)",
     ])
 
 
@@ -417,7 +425,7 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
-                schema_ref: str = DEFAULT_SCHEMA_REF, pin_where: PinWhere | None = None,
+                pin_where: PinWhere | None = None,
                 model_id: str | None = None) -> tuple[str, dict]:
     """(recipe YAML text, the same recipe as a plain mapping).
 
@@ -433,5 +441,5 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     else:
         data = ours
     text = dump_yaml(data, explicit_null=True)
-    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate, schema_ref).splitlines())
+    head = "".join(f"# {line}\n" for line in header(problem, layout, estimate).splitlines())
     return head + text, to_plain(data)

@@ -20,6 +20,7 @@ from automodel_dist.cost.estimate import Estimate
 from automodel_dist.errors import InputError
 from automodel_dist.findings import Report, locate_all
 from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
 from automodel_dist.problem import Problem
 from automodel_dist.rules import registry as r
@@ -30,6 +31,7 @@ from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
 from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import load_document, read_text_file, to_plain
 
 
@@ -58,8 +60,9 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
             env: Iterable[tuple[str, str, str]]) -> str:
     cluster, lay = problem.cluster, override.layout
     lines = [
-        f"# Megatron-Bridge overrides for {recipe} ({problem.model.name}) on {cluster.nodes} x "
-        f"{cluster.gpus_per_node} {cluster.gpu.name}",
+        f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
+        f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
+        f"# {WRITTEN_BY_MARKER} compile --target megatron-bridge",
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
         f"{lay.pp * max(lay.tp * lay.cp, lay.ep * lay.etp)})",
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "

@@ -15,12 +15,13 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.findings import Finding
 from automodel_dist.layout import Layout
 from automodel_dist.planner import MAX_VPP, Enumerator, _pinned
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, layout_dispatcher
+from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, layout_dispatcher, precision
 from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 from automodel_dist.targets.megatron_bridge.rules import check_overrides
@@ -54,11 +55,11 @@ class MegatronSpace(Enumerator):
     def acs(self, strategy: str) -> list[bool]:
         return sorted(_pinned(self.p.pins.activation_checkpointing, [True, False]), reverse=True)
 
-    def dispatcher(self, ep: int) -> str | None:
-        if not self.p.model.is_moe:
-            return None
+    def dispatcher_options(self, ep: int) -> list[str | None]:
+        """The one dispatcher `choose.dispatcher_of` writes for this EP size (None for a dense model)."""
         if ep not in self.dispatchers:
-            self.dispatchers[ep] = layout_dispatcher(*dispatcher_of(self.p, ep)[:2])
+            self.dispatchers[ep] = [layout_dispatcher(*dispatcher_of(self.p, ep)[:2]) if self.p.model.is_moe
+                                    else None]
         return self.dispatchers[ep]
 
     def fields(self, *, etp: int, **sizes: Any) -> dict:
@@ -66,7 +67,7 @@ class MegatronSpace(Enumerator):
         return {"world_size": self.W, "tp": tp, "pp": pp, "vpp": sizes["vpp"], "cp": sizes["cp"],
                 "ep": sizes["ep"], "etp": etp, "sequence_parallel": tp > 1,
                 "activation_checkpointing": sizes["activation_checkpointing"],
-                "global_batch_size": self.p.training.global_batch_size, "dispatcher": self.dispatcher(sizes["ep"])}
+                "global_batch_size": self.p.training.global_batch_size, "dispatcher": sizes["dispatcher"]}
 
     def make(self, base: dict, local_batch_size: int, micro_batch_size: int) -> Layout:
         return megatron_layout(**base, micro_batch_size=micro_batch_size)
@@ -94,7 +95,17 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
     return check_overrides(OverrideSet(layout, settings), model=model, cluster=cluster)
 
 
+def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
+    """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
+    reduced every micro batch, TP communication overlapped, the target's selective recompute, and the FP8
+    recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    fp8 = precision(problem)[0]
+    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=False,
+                         async_tp=layout.tp > 1,
+                         checkpointing="selective" if layout.activation_checkpointing else "none",
+                         fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
+
+
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
-    """The Megatron cost profile, with EP overlap where the emitter turns it on."""
-    settings, _ = decide(problem, layout)
-    return estimate_layout(problem, layout, framework="megatron", ep_overlap=settings.ep_overlap)
+    """The Megatron cost profile on the override set the emitter writes for `layout`."""
+    return estimate_layout(problem, layout, options=megatron_options(problem, layout))
