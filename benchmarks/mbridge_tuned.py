@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from automodel_dist.errors import AutomodelDistError
+from automodel_dist.explain import error_band
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
@@ -99,8 +100,8 @@ def card_estimate(row: CardRow) -> str:
 
 def main() -> None:
     print("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
-          "compiled / card layout | Published | Compiled ÷ published |")
-    print("|---|---|---|---|---|---|---|---|")
+          "compiled / card layout | Published | Compiled ÷ published | Cross-validated band |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in ROWS:
         start = time.perf_counter()
         card = short(row.tp, row.pp, row.vpp, row.ep, row.mbs) + f" ({row.dispatcher})"
@@ -117,8 +118,12 @@ def main() -> None:
         predicted = result.estimate.tflops_per_gpu
         published = f"{row.published:g}" if row.published else "remeasure"
         ratio = f"{predicted / row.published:.2f}" if row.published else "-"
+        band = error_band(result)
+        within = "" if not row.published or band is None else (
+            " (within)" if abs(predicted / row.published - 1) <= band.median_abs_error else " (outside)")
+        band_text = f"±{band.median_abs_error:.0%} {band.group}{within}" if band else "none"
         print(f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {ours} ({dispatcher}) | {same} | "
-              f"{predicted:.0f} / {card_estimate(row)} | {published} | {ratio} |")
+              f"{predicted:.0f} / {card_estimate(row)} | {published} | {ratio} | {band_text} |")
         print(f"compiled in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 

@@ -44,6 +44,7 @@ class MegatronCompileResult(CompileResult):
     recipe_function: str = ""
     env: tuple[tuple[str, str, str], ...] = ()
     why: dict[str, str] = field(default_factory=dict)
+    framework: str = "megatron"  # the cost profile the plan was estimated with (explain's error band)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
