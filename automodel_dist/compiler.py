@@ -90,7 +90,7 @@ def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResu
 
     Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
     """
-    intent = load_intent(source, tuple(overrides))
+    intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     result = plan(problem)
     best = result.best
@@ -133,7 +133,7 @@ def estimate(source: Source, overrides: Iterable[str] = ()) -> Estimate:
     from automodel_dist.cost.model import estimate_layout
     from automodel_dist.rules import check_layout
 
-    intent = load_intent(source, tuple(overrides))
+    intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     layout = pinned_layout(problem, intent)
     findings = check_layout(layout, model=problem.model, cluster=problem.cluster, training=problem.training)

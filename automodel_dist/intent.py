@@ -12,15 +12,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from automodel_dist.errors import InputError
+from automodel_dist.limits import INTENT_SIZES, PIN_SIZES, WORLD_SIZE, check_size, check_sizes, path_exists
 from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
-from automodel_dist.yamlio import Document, PathKey, join_path, load_document, split_path
+from automodel_dist.yamlio import (
+    Document,
+    InputLimitError,
+    PathKey,
+    join_path,
+    load_document,
+    load_value,
+    split_path,
+)
 
 if TYPE_CHECKING:
     from automodel_dist.catalog.specs import GpuSpec
@@ -112,7 +120,8 @@ class Intent:
 def load_intent(source: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Intent:
     """Load, override, schema-check and default an intent; raise one InputError listing every problem."""
     doc = load_document(source, what="intent")
-    parsed = tuple(parse_override(text) for text in overrides)
+    _refuse_duplicate_keys(doc)
+    parsed = tuple(parse_override(text) for text in _override_texts(overrides))
     if parsed:
         doc = Document(data=copy.deepcopy(doc.data), filename=doc.filename)  # never touch the caller's mapping
         for override in parsed:
@@ -123,8 +132,43 @@ def load_intent(source: str | Path | Mapping[str, Any], overrides: Iterable[str]
     values = doc.plain()
     _apply_defaults(values)
     intent = Intent(document=doc, values=values, overrides=parsed)
+    _check_sizes(intent)
     _check_cross_fields(intent)
     return intent
+
+
+def _override_texts(overrides: Any) -> tuple[str, ...]:
+    """The API's `overrides`: an iterable of `key=value` strings (a lone string is one override too many
+    ways to read, so it is refused)."""
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise InputError(f"overrides must be a list of 'key=value' strings, not {type(overrides).__name__}",
+                         hint="e.g. overrides=['training.seq_length=8192']")
+    texts = tuple(overrides)
+    for text in texts:
+        if not isinstance(text, str):
+            raise InputError(f"each override must be a 'key=value' string, got {text!r}",
+                             hint="e.g. overrides=['hardware.nodes=2']")
+    return texts
+
+
+def _refuse_duplicate_keys(doc: Document) -> None:
+    """A key written twice in an intent is an error, not a warning as in a recipe: an intent is short and
+    hand-written, so the repeat is a mistake, and one of two pins or sizes would vanish without a word
+    (AutoModel's loader, which recipes must match, keeps the last; intents have no such constraint)."""
+    if doc.duplicate_keys:
+        dup = doc.duplicate_keys[0]
+        raise InputError(f"key {dup.key!r} is written twice in the same mapping (here and again later)",
+                         where=f"{doc.filename}:{dup.line}:{dup.col}", hint="delete one of the two")
+
+
+def _check_sizes(intent: Intent) -> None:
+    """Sizes no cluster or job can have (limits.py) are refused before the planner loops over them."""
+    values = intent.values
+    check_sizes(values, INTENT_SIZES, intent.where)
+    for name, limit in PIN_SIZES.items():
+        pin = values["parallelism"].get(name)
+        for value in pin if isinstance(pin, list) else [pin]:
+            check_size(value, limit, name=f"parallelism.{name}", where=intent.where(f"parallelism.{name}"))
 
 
 def resolve_intent(intent: Intent) -> Problem:
@@ -135,7 +179,7 @@ def resolve_intent(intent: Intent) -> Problem:
     model_ref = intent.model_ref
     if isinstance(model_ref, str):
         local = _relative_to_intent(intent.document, model_ref)
-        model_ref = str(local) if local.exists() else model_ref
+        model_ref = str(local) if path_exists(local) else model_ref
     model = _located(lambda: resolve_model(model_ref), intent, "model")
     gpu = _gpu(intent)
     pins = intent.pins
@@ -172,7 +216,9 @@ def parse_override(text: str) -> Override:
         raise InputError(f"bad override {text!r}: no value after '='", where=f"override {text!r}",
                          hint=f"give a value, e.g. {key.strip()}=8")
     try:
-        value = YAML(typ="safe", pure=True).load(raw)
+        value = load_value(raw)
+    except InputLimitError as exc:
+        raise exc.located(f"override {text!r}") from None
     except YAMLError as exc:
         raise InputError(f"bad override {text!r}: the value is not valid YAML ({exc.__class__.__name__})",
                          where=f"override {text!r}", hint="quote strings with ':' or '#' in them") from None
@@ -235,7 +281,7 @@ def _check_cross_fields(intent: Intent) -> None:
                          where=intent.where("parallelism.micro_batch_size"),
                          hint="a pipeline micro batch is a slice of the local batch; lower it or raise the local batch")
     base = intent.base_recipe
-    if base is not None and not base.is_file():
+    if base is not None and not path_exists(base):
         raise InputError(f"base recipe not found: {base}", where=intent.where("base_recipe"),
                          hint="a relative base_recipe is read relative to the intent file")
     _fill_gpus_per_node(intent)
@@ -250,6 +296,9 @@ def _fill_gpus_per_node(intent: Intent) -> None:
         raise InputError(f"hardware.gpus_per_node is {hardware['gpus_per_node']} but a {gpu.name} node has "
                          f"{gpu.gpus_per_node} GPUs", where=intent.where("hardware.gpus_per_node"),
                          hint=f"use at most {gpu.gpus_per_node}, or add nodes instead")
+    world = hardware["nodes"] * hardware["gpus_per_node"]
+    check_size(world, WORLD_SIZE, name=f"the world size (hardware.nodes × gpus_per_node = {hardware['nodes']} × "
+               f"{hardware['gpus_per_node']})", where=intent.where("hardware.nodes"))
 
 
 def _gpu(intent: Intent) -> GpuSpec:

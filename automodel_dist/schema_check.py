@@ -21,6 +21,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist.findings import ERROR, WARNING
+from automodel_dist.limits import is_finite_number
 from automodel_dist.resources import SCHEMAS_DIR
 from automodel_dist.yamlio import Document, PathKey, join_path
 
@@ -96,7 +97,15 @@ def _validator(schema_filename: str) -> Draft202012Validator:
     def warn(validator: Any, subschema: Any, instance: Any, _schema: Any) -> Iterator[ValidationError]:
         yield from validator.descend(instance, subschema)
 
-    extended = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword, "x-warn": warn})
+    # JSON Schema counts 2.0 as an integer and NaN as a number; neither is one to the code that reads the
+    # value (AutoModel reads a size of 2.0 as 1; range(2.0) fails; NaN passes every bound). So here an
+    # integer is an int and a number is finite: `tp: 2.0` and `memory_headroom: .nan` are located errors.
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _checker, value: is_finite_number(value),
+    })
+    extended = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword, "x-warn": warn},
+                                 type_checker=checker)
     return extended(load_schema(schema_filename))
 
 

@@ -9,7 +9,8 @@ key. A check that cannot be judged is skipped with a note; bad input is an Input
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import NOTE, WARNING, Finding, Report, locate_all
 from automodel_dist.layout import Layout
+from automodel_dist.limits import RECIPE_SIZES, check_sizes, check_text_size, check_world, read_text_file
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
@@ -27,23 +29,49 @@ from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
-from automodel_dist.targets.automodel.config import MissingEnvVar, resolve_config
+from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
-from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, read_text_file, split_path
+from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, split_path
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                    model: Any = None, gpu: str | None = None, sbatch: str | Path | None = None) -> Report:
+                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None) -> Report:
     """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more.
 
     `sbatch` is the Slurm script that launches the recipe (a path, or its text when it has a newline):
     the launch rules then judge the script too, its findings at the script's lines.
     """
-    _check_world(world_size, gpus_per_node)
+    check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = _read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
-    config, missing = resolve_config(doc.data)
+    secrets = EnvSecrets()
+    config, missing = resolve_config(doc.data, secrets=secrets)
+    with redacting(secrets):
+        check_sizes(config, RECIPE_SIZES, doc.where)
+        report = _judge_recipe(doc, config, missing, world_size=world_size, gpus_per_node=gpus_per_node,
+                               model=model, gpu=gpu, sbatch_text=sbatch_text, sbatch_file=sbatch_file)
+    report.findings = redacted(report.findings, secrets)
+    return report
+
+
+@contextmanager
+def redacting(secrets: EnvSecrets) -> Iterator[None]:
+    """An InputError raised inside names `${VAR}`, never the value the environment gave it."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(secrets.redact(exc.message) or "", where=exc.where, hint=secrets.redact(exc.hint)) from None
+
+
+def redacted(findings: list[Finding], secrets: EnvSecrets) -> list[Finding]:
+    """Findings whose message, hint and AutoModel message name `${VAR}`, never its value."""
+    return [replace(f, message=secrets.redact(f.message), hint=secrets.redact(f.hint),
+                    automodel_message=secrets.redact(f.automodel_message)) for f in findings]
+
+
+def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, world_size: int, gpus_per_node: int,
+                  model: Any, gpu: GpuSpec | str | None, sbatch_text: str | None, sbatch_file: str | None) -> Report:
     if is_diffusion_recipe(config):
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
@@ -77,7 +105,11 @@ def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
     """(text, file name) of the launch script: a Path or a one-line string is a path, other text the script."""
     if sbatch is None:
         return None, None
+    if not isinstance(sbatch, (str, Path)):
+        raise InputError(f"sbatch must be a path or the script's text, not {type(sbatch).__name__}",
+                         hint="pass the path of the Slurm script that launches the recipe")
     if isinstance(sbatch, str) and "\n" in sbatch:
+        check_text_size(sbatch, what="sbatch script", where="<sbatch>")
         return sbatch, "<sbatch>"
     text = read_text_file(sbatch, what="sbatch script", expected="the Slurm script that launches the recipe")
     return text, str(sbatch)
@@ -126,13 +158,6 @@ def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
     return "distributed" not in config and any(key in config for key in ("fsdp", "ddp", "flow_matching"))
 
 
-def _check_world(world_size: Any, gpus_per_node: Any) -> None:
-    for name, value in (("world size", world_size), ("GPUs per node", gpus_per_node)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}",
-                             hint="pass --nodes N and --gpus-per-node G (world size = N × G)")
-
-
 def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> ModelSpec | None:
     """--model (an unknown one is an input error), else the model the recipe's `model:` section builds
     (its id, reshaped by its config overrides, or its inline config); one we cannot read is only a note."""
@@ -146,12 +171,10 @@ def _model(config: Mapping[str, Any], model: Any, findings: list[Finding]) -> Mo
     return resolved.spec
 
 
-def _gpu(name: str | None) -> GpuSpec | None:
-    if name is None:
-        return None
-    from automodel_dist.catalog.hardware import get_gpu
+def _gpu(gpu: GpuSpec | str | None) -> GpuSpec | None:
+    from automodel_dist.catalog.hardware import resolve_gpu
 
-    return get_gpu(name, where="--gpu")
+    return resolve_gpu(gpu, where="--gpu")
 
 
 def _cluster(gpu: GpuSpec | None, world_size: int, gpus_per_node: int) -> ClusterSpec:

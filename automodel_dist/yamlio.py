@@ -14,14 +14,24 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.composer import ReusedAnchorWarning
+from ruamel.yaml.composer import Composer, ReusedAnchorWarning
 from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from automodel_dist.errors import InputError
+from automodel_dist.limits import (
+    MAX_DOCUMENT_NODES,
+    MAX_INT_DIGITS,
+    MAX_NESTING,
+    check_text_size,
+    check_tree,
+    path_exists,
+    read_text_file,
+)
 from automodel_dist.textsafe import UNSAFE_CHARS
 
 PathKey = tuple[str | int, ...]
@@ -44,6 +54,83 @@ class DuplicateKey:
     col: int
 
 
+class InputLimitError(YAMLError):
+    """A document passes an input limit (limits.py) while it is composed: message, hint and position."""
+
+    def __init__(self, message: str, mark: Any, hint: str) -> None:
+        super().__init__(message)
+        self.message, self.mark, self.hint = message, mark, hint
+
+    def located(self, where: str) -> InputError:
+        """The InputError at `where` ("file", "override ...") plus the line:col when it is a file."""
+        if self.mark is not None and not where.startswith("override "):
+            where = f"{where}:{self.mark.line + 1}:{self.mark.column + 1}"
+        return InputError(self.message, where=where, hint=self.hint)
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+class _LimitedComposer(Composer):
+    """ruamel's composer, counting as it goes: nesting depth, values with every alias expanded (an alias
+    adds the size of what it names, known once that node is complete), so an alias bomb is refused at the
+    first alias that passes the limit, before anything is expanded; also an alias inside the collection it
+    names (a cycle), a list or mapping used as a mapping key, and an integer literal too long to convert."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._depth = 0
+        self._total = 0
+        self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+
+    def _count(self, size: int, mark: Any) -> None:
+        self._total += size
+        if self._total > MAX_DOCUMENT_NODES:
+            raise InputLimitError(
+                f"the document has more than {MAX_DOCUMENT_NODES:,} values with its aliases expanded (the limit; "
+                "a full recipe has a few hundred)", mark,
+                "write the values out; an alias (*name) that repeats a large block many times is refused")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.parser.check_event(AliasEvent):
+            event = self.parser.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise InputLimitError(f"alias *{event.anchor} is inside the collection &{event.anchor} it names "
+                                      "(a recursive alias)", event.start_mark,
+                                      "an alias may only repeat a value that is complete before it")
+            if target is not None:
+                self._count(self._sizes[id(target)], event.start_mark)
+            node = super().compose_node(parent, index)
+        else:
+            self._depth += 1
+            if self._depth > MAX_NESTING:
+                raise InputLimitError(f"nested more than {MAX_NESTING} levels deep (the limit; recipes nest about "
+                                      "6)", self.parser.peek_event().start_mark, "flatten the structure")
+            before = self._total
+            node = super().compose_node(parent, index)
+            self._depth -= 1
+            self._count(1, node.start_mark)
+            self._sizes[id(node)] = self._total - before
+            if str(node.tag) == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
+                raise InputLimitError(f"an integer of {len(str(node.value)):,} digits (the limit is "
+                                      f"{MAX_INT_DIGITS})", node.start_mark, "no setting needs an integer that large")
+        if isinstance(parent, MappingNode) and index is None and not isinstance(node, ScalarNode):
+            kind = "mapping" if isinstance(node, MappingNode) else "list"
+            raise InputLimitError(f"a {kind} is used as a mapping key", node.start_mark,
+                                  "a key must be a plain value (a name or a number); did you mean `key: value`?")
+        return node
+
+
+# What ruamel's value constructors raise on a value its tag cannot hold (`!!int ''`, `!!float x`).
+_CONSTRUCTION_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError, AttributeError)
+
+
+def _construction_error(exc: Exception, mark: Any) -> InputLimitError:
+    return InputLimitError(f"a value that its YAML tag cannot hold ({exc.__class__.__name__})", mark,
+                           "remove the explicit tag (!!int, !!float, ...) or write a value of that kind")
+
+
 class _LastKeyWinsConstructor(RoundTripConstructor):
     """A key repeated in one mapping keeps its last value, as PyYAML (which AutoModel loads recipes with)
     does; ruamel would refuse the file. The shadowed occurrences are recorded in `duplicates`."""
@@ -51,6 +138,12 @@ class _LastKeyWinsConstructor(RoundTripConstructor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.duplicates: list[DuplicateKey] = []
+
+    def construct_non_recursive_object(self, node: Any, tag: str | None = None) -> Any:
+        try:
+            return super().construct_non_recursive_object(node, tag)
+        except _CONSTRUCTION_ERRORS as exc:
+            raise _construction_error(exc, node.start_mark) from None
 
     def construct_mapping(self, node: Any, maptyp: Any, deep: bool = False) -> Any:
         if isinstance(node, MappingNode):
@@ -140,17 +233,23 @@ def lookup(data: Any, dotted: str) -> tuple[bool, Any]:
 def _looks_like_path(text: str) -> bool:
     if not text.strip() or "\n" in text:
         return False
-    return text.endswith((".yaml", ".yml", ".json")) or Path(text).exists()
+    # a NUL: a broken path, refused when it is read
+    return text.endswith((".yaml", ".yml", ".json")) or "\0" in text or path_exists(text)
 
 
 def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
     """YAML text with positions and its shadowed duplicate keys; a syntax error is an InputError at line:col."""
     yaml = _round_trip_yaml()
     yaml.Constructor = _LastKeyWinsConstructor
+    yaml.Composer = _LimitedComposer
     try:
         with warnings.catch_warnings():  # PyYAML, which AutoModel loads with, refuses a reused anchor
             warnings.simplefilter("error", ReusedAnchorWarning)
             data = yaml.load(text)
+    except InputLimitError as exc:
+        raise exc.located(filename) from None
+    except _CONSTRUCTION_ERRORS as exc:  # raised while a mapping's items are filled in, after its node
+        raise _construction_error(exc, None).located(filename) from None
     except ReusedAnchorWarning as exc:
         raise InputError(f"YAML error: {str(exc).strip().splitlines()[0]} (AutoModel's YAML loader refuses it)",
                          where=filename, hint="give each anchor (&name) a name of its own") from None
@@ -168,32 +267,28 @@ def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
     return data, tuple(yaml.constructor.duplicates)
 
 
-def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
-    """The UTF-8 text of a file the user named; a missing, unreadable or directory path is an InputError
-    saying `what` it was meant to be and what to pass instead (`expected`, e.g. "a .yaml file")."""
-    filename = str(path)
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{what} path is a directory", where=filename, hint=f"pass {expected}")
+def load_value(text: str) -> Any:
+    """One YAML value (an override's right-hand side) with plain types, under the same input limits as a
+    document; a syntax error is a YAMLError, a passed limit an InputLimitError (the caller locates both)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Composer = _LimitedComposer
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", where=filename,
-                         hint=f"pass {expected}; a relative path is read from the current directory") from None
-    except (PermissionError, IsADirectoryError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"cannot read {what}: {exc.__class__.__name__}: {exc}", where=filename,
-                         hint="make the file readable UTF-8 text") from None
+        return yaml.load(text)
+    except _CONSTRUCTION_ERRORS as exc:
+        raise _construction_error(exc, None) from None
 
 
 def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
     """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping."""
     if isinstance(source, Mapping):
+        check_tree(source, where=f"<{what}>")
         return Document(data=source, filename=f"<{what}>")
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
         filename = str(source)
         text = read_text_file(source, what=f"{what} file", expected="the path of a .yaml file")
     elif isinstance(source, str):
         text, filename = source, f"<{what}>"
+        check_text_size(text, what=f"{what} text", where=filename)
     else:
         raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
                          hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")

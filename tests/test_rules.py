@@ -241,6 +241,12 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-r42-kd-meshes", {**KD_SPLIT, "distributed.dp_size": None}, KD_SPLIT, {}),
     ("am-r42-kd-meshes", {**KD_SPLIT, "teacher_distributed.strategy": "ddp"}, KD_SPLIT, {}),
     ("dist-env-timeout", {}, {"dist_env.timeout_minutes": 30}, {"world_size": 16}),
+    # AutoModel builds timedelta(minutes=...): NaN, inf and 1e30 raise; torch refuses <= 0 and > int64 µs.
+    ("dist-env-timeout-value", {"dist_env.timeout_minutes": float("nan")}, {"dist_env.timeout_minutes": 30}, {}),
+    ("dist-env-timeout-value", {"dist_env.timeout_minutes": float("inf")}, {"dist_env.timeout_minutes": 1e9}, {}),
+    ("dist-env-timeout-value", {"dist_env.timeout_minutes": 1e30}, {"dist_env.timeout_minutes": 1.5e11}, {}),
+    ("dist-env-timeout-value", {"dist_env.timeout_minutes": -5}, {"dist_env.timeout_minutes": 0.5}, {}),
+    ("dist-env-timeout-value", {"dist_env.timeout_minutes": "soon"}, {"dist_env.timeout_minutes": "10"}, {}),
     ("ddp-dp-size-ignored", {"distributed.strategy": "ddp", "distributed.dp_size": 4},
      {"distributed.strategy": "ddp", "distributed.dp_size": None}, {}),
     ("schema", {"dist_env.backend": 5}, {"dist_env.backend": "nccl"}, {}),

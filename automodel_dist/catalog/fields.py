@@ -13,6 +13,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.limits import check_model_size
 
 SPEC_FIELDS: dict[str, str] = {f.name: str(f.type) for f in fields(ModelSpec)}
 REQUIRED_FIELDS: tuple[str, ...] = tuple(
@@ -115,6 +116,8 @@ def check_spec(spec: ModelSpec, where: str) -> ModelSpec:
     def fail(field: str, message: str, hint: str) -> InputError:
         return InputError(message, where=f"{where}.{field}", hint=hint)
 
+    for item in fields(spec):
+        check_model_size(item.name, getattr(spec, item.name), f"{where}.{item.name}")
     for name in _POSITIVE_FIELDS:
         if getattr(spec, name) < 1:
             raise fail(name, f"must be at least 1, got {getattr(spec, name)}", f"set {name} to a positive integer")

@@ -86,3 +86,10 @@ def get_gpu(name: str, *, where: str = "hardware.gpu") -> GpuSpec:
         where=where,
         hint="GPU presets: " + ", ".join(sorted(presets)) + " (automodel-dist presets hardware)",
     )
+
+
+def resolve_gpu(gpu: GpuSpec | str | None, *, where: str = "gpu") -> GpuSpec | None:
+    """What the API's `gpu=` takes (validate_recipe and build_meshes alike): a GpuSpec, a preset name or None."""
+    if gpu is None or isinstance(gpu, GpuSpec):
+        return gpu
+    return get_gpu(gpu, where=where)

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from automodel_dist.catalog.fields import check_spec
+from automodel_dist.catalog.fields import HF_KEY_TO_FIELD, check_spec
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.yamlio import read_text_file
+from automodel_dist.limits import MAX_INT_DIGITS, MAX_NESTING, check_model_size, check_tree, read_text_file
 
 _REQUIRED = object()
 
@@ -38,6 +38,8 @@ class _Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self._error(key, f"must be a non-negative integer, got {value!r}")
+        # checked as read: a family reader loops over the layers before the spec is complete
+        check_model_size(HF_KEY_TO_FIELD.get(key, key), value, f"{self.where}.{key}", name=key)
         return value
 
     def bool(self, key: str, default: bool) -> bool:
@@ -260,15 +262,27 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str, *, where: str = "con
     return check_spec(ModelSpec(name=name, family=model_type, source=source, **values), where)
 
 
+def _json_int(digits: str, where: str) -> int:
+    """json's integer hook: Python refuses past 4300 digits with a ValueError; refuse far earlier, named."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise InputError(f"an integer of {len(digits):,} digits (the limit is {MAX_INT_DIGITS})", where=where,
+                         hint="pass the config.json published with the model")
+    return int(digits)
+
+
 def load_hf_config(path: Path) -> ModelSpec:
     """A local config.json (or a folder holding one) -> ModelSpec named after its folder."""
     file = path / "config.json" if path.is_dir() else path
     where = str(file)
     text = read_text_file(file, what="model config", expected="a config.json or a model folder that holds one")
     try:
-        cfg = json.loads(text)
+        cfg = json.loads(text, parse_int=lambda digits: _json_int(digits, where))
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg}", where=f"{where}:{exc.lineno}:{exc.colno}",
                          hint="fix the JSON at that position (a trailing comma or a missing quote?)") from None
+    except RecursionError:
+        raise InputError(f"nested more than {MAX_NESTING} levels deep (the limit)", where=where,
+                         hint="pass the config.json published with the model") from None
+    check_tree(cfg, where=where)
     name = file.parent.name if file.name == "config.json" and file.parent.name else file.stem
     return model_from_hf_config(cfg, name, where=where, source=where)

@@ -17,6 +17,7 @@ from automodel_dist.catalog.hf_config import load_hf_config, model_from_hf_confi
 from automodel_dist.catalog.presetfile import load_preset_file
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.limits import check_tree, path_exists
 from automodel_dist.resources import PRESETS_DIR
 from automodel_dist.yamlio import load_document, to_plain
 
@@ -168,9 +169,9 @@ def _resolve_name(ref: str, where: str) -> ModelSpec:
     if not text:
         raise InputError("model is empty", where=where, hint="name a preset, a Hugging Face id or a config.json")
     path = Path(text).expanduser()
-    if path.suffix in (".yaml", ".yml") and path.is_file():
+    if path_exists(path) and path.suffix in (".yaml", ".yml") and not path.is_dir():
         return _load_model_yaml(path)
-    if path.exists():
+    if path_exists(path):
         return load_hf_config(path)
     spec = _spec_for(text, where)
     if spec is not None:
@@ -211,6 +212,7 @@ def resolve_model(ref: Any, *, where: str = "model") -> ModelSpec:
     if isinstance(ref, (str, Path)):
         return _resolve_name(str(ref), where)
     if isinstance(ref, Mapping):
+        check_tree(ref, where=where)  # an API caller's mapping: no cycle, no absurd depth
         values = to_plain(ref)
         if "preset" in values:
             base = values.pop("preset")

@@ -9,7 +9,9 @@ be read at all is reported by the parser as an input error.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
@@ -567,9 +569,11 @@ def _check_checkpoint(ckpt: Mapping[str, Any], out: list[Finding]) -> None:
 
 
 def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int, out: list[Finding]) -> None:
+    timeout = env.get("timeout_minutes")
+    if timeout is not None and _check_timeout_value(timeout, out):
+        return
     if world_size <= gpus_per_node:
         return
-    timeout = env.get("timeout_minutes")
     if timeout is None or (isinstance(timeout, (int, float)) and timeout < MULTI_NODE_TIMEOUT_MINUTES):
         shown = "unset (AutoModel's default: 1 minute)" if timeout is None else f"{timeout} minutes"
         nodes = -(-world_size // gpus_per_node)  # a partly filled last node is a node too
@@ -578,3 +582,32 @@ def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int,
             "and checkpoint saves across nodes routinely take longer",
             path="dist_env.timeout_minutes" if timeout is not None else "dist_env",
             hint=f"set dist_env.timeout_minutes: {MULTI_NODE_TIMEOUT_MINUTES} or more"))
+
+
+# torch hands a process-group timeout to C++ as int64 microseconds (gloo refuses a larger one with "Invalid
+# timeout"; checked with torch 2.13): 2**63 - 1 µs is about 1.5e11 minutes (292,000 years).
+MAX_TIMEOUT_MINUTES = (2**63 - 1) // 60_000_000
+
+
+def _check_timeout_value(timeout: Any, out: list[Finding]) -> bool:
+    """AutoModel builds `datetime.timedelta(minutes=timeout_minutes)` at start-up (initialize_distributed):
+    a non-number is a TypeError, NaN a ValueError, infinity or 1e30 an OverflowError, and torch refuses a
+    negative timeout or one past int64 microseconds. True when the value is one of these (a finding added)."""
+    if isinstance(timeout, bool):
+        return False  # timedelta(minutes=True) is one minute; the schema says it is not a number
+    if not isinstance(timeout, (int, float)):
+        problem, fails = f"is {timeout!r}, not a number", "timedelta(minutes=...) raises TypeError"
+    elif math.isnan(timeout):
+        problem, fails = "is NaN", "timedelta(minutes=nan) raises ValueError"
+    elif timeout > MAX_TIMEOUT_MINUTES:
+        problem = f"is {timeout:g} minutes, past the {MAX_TIMEOUT_MINUTES:.3g} minutes (int64 microseconds) torch holds"
+        fails = ("timedelta raises OverflowError" if timeout > timedelta.max / timedelta(minutes=1)
+                 else "torch refuses it as an invalid timeout")
+    elif timeout <= 0:
+        problem, fails = f"is {timeout:g} minutes", "every collective times out at once (torch refuses a negative one)"
+    else:
+        return False
+    out.append(r.DIST_ENV_TIMEOUT_VALUE.finding(
+        f"dist_env.timeout_minutes {problem}: AutoModel fails at start-up ({fails})",
+        hint=f"set dist_env.timeout_minutes to a number of minutes, e.g. {MULTI_NODE_TIMEOUT_MINUTES}"))
+    return True

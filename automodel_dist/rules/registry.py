@@ -250,6 +250,9 @@ KD_MESHES = register(
 DIST_ENV_TIMEOUT = register(
     "dist-env-timeout", WARNING, "dist_env.timeout_minutes",
     "multi-node runs need dist_env.timeout_minutes well above AutoModel's 1-minute default")
+DIST_ENV_TIMEOUT_VALUE = register(
+    "dist-env-timeout-value", ERROR, "dist_env.timeout_minutes",
+    "dist_env.timeout_minutes must be a finite number of minutes > 0 that torch can hold (timedelta, int64 µs)")
 DDP_DP_SIZE_IGNORED = register(
     "ddp-dp-size-ignored", WARNING, "distributed.dp_size", "ddp ignores dp_size and uses every rank")
 SCHEMA = register(

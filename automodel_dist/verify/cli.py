@@ -64,9 +64,12 @@ def run_dry_run(args: argparse.Namespace) -> int:
     from automodel_dist.verify.torch_build import require_torch
 
     start = time.perf_counter()
-    require_torch()
-    doc = load_document(args.source, what="dry-run input")
-    report, result = _intent_meshes(args) if is_intent(doc.data) else (_recipe_meshes(args, doc), None)
+    doc = load_document(args.source, what="dry-run input")  # bad input fails before torch is imported
+    if is_intent(doc.data):
+        require_torch()  # before the compile, whose work is wasted without torch
+        report, result = _intent_meshes(args)
+    else:
+        report, result = _recipe_meshes(args, doc), None  # checks the world size, then imports torch
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(report, rank=args.rank))
     if args.html:

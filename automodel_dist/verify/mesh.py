@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.specs import GpuSpec, nvlink_domain_size
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.findings import NOTE, WARNING, BySeverity, Finding, locate_all
 from automodel_dist.layout import INTER_NODE_DISPATCHERS, Layout
+from automodel_dist.limits import RECIPE_SIZES, WORLD_SIZE, check_count, check_sizes, check_world
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
-from automodel_dist.targets.automodel.config import resolve_config
+from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config
-from automodel_dist.validate import _check_world, env_var_findings
+from automodel_dist.validate import env_var_findings, redacted, redacting
 from automodel_dist.verify.groups import Locality, MeshPlan, node_map, plan_meshes
 from automodel_dist.verify.torch_build import TorchMeshes, build_with_torch, require_torch
 from automodel_dist.yamlio import Document, join_path, load_document
@@ -133,7 +135,16 @@ def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layou
     """
     # An unset ${VAR} in a section the meshes do not read (a data path, a wandb key) is a warning, as in
     # validate: the job's environment sets it. One the meshes depend on cannot be guessed: bad input.
-    config, missing = resolve_config(doc.data)
+    secrets = EnvSecrets()
+    config, missing = resolve_config(doc.data, secrets=secrets)
+    with redacting(secrets):
+        check_sizes(config, RECIPE_SIZES, doc.where)
+        layout, findings = _judge_config(doc, config, missing, world_size=world_size, gpus_per_node=gpus_per_node)
+    return layout, redacted(findings, secrets)
+
+
+def _judge_config(doc: Document, config: Any, missing: list[MissingEnvVar], *, world_size: int,
+                  gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
     for var in missing:
         if var.path and var.path[0] in MESH_SECTIONS:
             raise InputError(var.automodel_message, where=doc.where(join_path(var.path)),
@@ -222,7 +233,7 @@ def locality_findings(report: MeshReport, gpu: GpuSpec | None = None) -> list[Fi
 
 
 def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                 nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
+                 nvlink_domain: int | None = None, gpu: GpuSpec | str | None = None) -> MeshReport:
     """Build AutoModel 0.7.0's device meshes for a recipe (path, YAML text or mapping) on `world_size` ranks.
 
     `nvlink_domain` defaults to the node; `gpu` (optional) names the link speeds in locality warnings.
@@ -234,9 +245,13 @@ def build_meshes(source: str | Path | Mapping[str, Any], *, world_size: int, gpu
 
 
 def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int = 8,
-                          nvlink_domain: int | None = None, gpu: GpuSpec | None = None) -> MeshReport:
+                          nvlink_domain: int | None = None, gpu: GpuSpec | str | None = None) -> MeshReport:
     """`build_meshes` on an already loaded recipe document (the CLI loads it once to tell intents apart)."""
-    _check_world(world_size, gpus_per_node)  # validate's check, so both refuse the same sizes alike
+    check_world(world_size, gpus_per_node)  # validate's check, so both refuse the same sizes alike
+    gpu = resolve_gpu(gpu)  # a preset name, as validate_recipe takes it, or a GpuSpec
+    if nvlink_domain is not None:
+        check_count(nvlink_domain, WORLD_SIZE, name="nvlink_domain",
+                    hint="the GPUs one NVLink domain joins (8 for an HGX node, 72 for a GB200 NVL72 rack), or None")
     timing: dict[str, float] = {}
     start = time.perf_counter()
     torch_version = require_torch()

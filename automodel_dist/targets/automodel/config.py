@@ -61,6 +61,17 @@ AC_TRUE = frozenset({"true", "on", "full", "enabled", "yes"})
 AC_MESSAGE = "distributed.activation_checkpointing must be a boolean or one of 'full', 'selective', 'false'."
 
 
+# The top-level sections AutoModel's LLM recipes read (reference/automodel.md §1, from nemo_automodel 0.7.0's
+# recipes and its examples). A base recipe must hold at least one, so that a file that is not a recipe at
+# all (a key file, /etc/shadow) is refused instead of being merged into the output.
+RECIPE_SECTIONS = frozenset({
+    "recipe", "model", "distributed", "dist_env", "step_scheduler", "packed_sequence", "checkpoint", "dataset",
+    "dataloader", "validation_dataset", "validation_dataloader", "loss_fn", "optimizer", "lr_scheduler",
+    "clip_grad_norm", "peft", "fp8", "compile", "quantization", "qat", "freeze_config", "processor", "seed", "rng",
+    "wandb", "mlflow", "comet", "teacher_model", "teacher_distributed", "kd_loss_fn", "kd_ratio", "separate_meshes",
+})
+
+
 @dataclass(frozen=True)
 class MissingEnvVar:
     """A `${VAR}` with no default whose variable is not set (AutoModel raises KeyError at load)."""
@@ -88,13 +99,38 @@ def translate_value(value: Any) -> Any:
         return value
 
 
+class EnvSecrets:
+    """The values the environment gave a recipe's `${VAR}`s, so that a message can say the token and never
+    the value: validate runs on untrusted recipes in CI logs, and `strategy: ${SECRET_TOKEN}` must read as
+    "${SECRET_TOKEN} is not a strategy", not print the token's value."""
+
+    # Shorter values (a "1", a "no") are not secrets, and replacing them would garble every number.
+    MIN_LENGTH = 4
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}  # value -> the token it replaced
+
+    def add(self, value: str, token: str) -> None:
+        if len(value) >= self.MIN_LENGTH:
+            self.tokens.setdefault(value, token)
+
+    def redact(self, text: str | None) -> str | None:
+        """`text` with every environment value replaced by its token (longest first)."""
+        if not text:
+            return text
+        for value in sorted(self.tokens, key=len, reverse=True):
+            text = text.replace(value, self.tokens[value])
+        return text
+
+
 def _resolve_string(text: str, path: PathKey, environ: Mapping[str, str],
-                    missing: list[MissingEnvVar]) -> str | None:
+                    missing: list[MissingEnvVar], secrets: EnvSecrets) -> str | None:
     if "$" not in text:
         return text
 
     def lookup(name: str, default: str | None, token: str) -> str:
         if name in environ:
+            secrets.add(environ[name], token)
             return environ[name]
         if default is not None:
             return default
@@ -115,13 +151,16 @@ def _resolve_string(text: str, path: PathKey, environ: Mapping[str, str],
     return resolved
 
 
-def resolve_config(data: Any, environ: Mapping[str, str] | None = None) -> tuple[Any, list[MissingEnvVar]]:
+def resolve_config(data: Any, environ: Mapping[str, str] | None = None, *,
+                   secrets: EnvSecrets | None = None) -> tuple[Any, list[MissingEnvVar]]:
     """Plain copy of `data` with env vars resolved and values translated as AutoModel does.
 
     Unset variables without a default are returned, not raised, so `validate` can report them and go on.
+    `secrets` collects the values taken from the environment, for messages to redact.
     """
     env = os.environ if environ is None else environ
     missing: list[MissingEnvVar] = []
+    secrets = EnvSecrets() if secrets is None else secrets
 
     def walk(value: Any, path: PathKey, key: Any) -> Any:
         if isinstance(value, Mapping):
@@ -132,7 +171,7 @@ def resolve_config(data: Any, environ: Mapping[str, str] | None = None) -> tuple
         if isinstance(value, str):
             if value in YAML11_BOOLEANS and not isinstance(value, ScalarString):
                 return YAML11_BOOLEANS[value]
-            value = _resolve_string(str(value), path, env, missing)
+            value = _resolve_string(str(value), path, env, missing, secrets)
             if isinstance(key, str) and (key == "_target_" or key.endswith("_fn")):
                 return value
             return translate_value(value)

@@ -31,6 +31,7 @@ from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
+    RECIPE_SECTIONS,
     STRATEGY_KEYS,
     canonical_strategy,
     mesh_degree,
@@ -355,6 +356,16 @@ def _normalized_pin_value(name: str, value: Any) -> Any:
     return value
 
 
+def check_base_is_recipe(base: Document) -> None:
+    """A base recipe is a mapping with at least one of AutoModel's recipe sections. The message names no
+    key or value of the file: a file that is not a recipe may hold secrets, and errors end up in CI logs."""
+    if not any(isinstance(key, str) and key in RECIPE_SECTIONS for key in base.data):
+        raise InputError("the base recipe is not an AutoModel recipe: its top level has none of the recipe "
+                         "sections (" + ", ".join(sorted(RECIPE_SECTIONS)[:12]) + ", ...)", where=base.filename,
+                         hint="base_recipe names an AutoModel recipe YAML to merge the layout into; remove it "
+                              "to compile a recipe from scratch")
+
+
 def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
     """A base value the intent's pins exclude is an InputError naming both places."""
     for name, path in PIN_PATHS.items():
@@ -435,6 +446,7 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
         doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
+        check_base_is_recipe(doc)
         check_base_against_pins(problem, doc, pin_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)
         data = merge_into_base(data, ours, layout)

@@ -20,6 +20,7 @@ from automodel_dist.catalog.hf_config import FAMILIES, model_from_hf_config
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.limits import path_exists
 from automodel_dist.yamlio import as_mapping
 
 MODEL_KEY = "model.pretrained_model_name_or_path"
@@ -57,7 +58,10 @@ def recipe_model(config: Mapping[str, Any]) -> RecipeModel:
         return _inline_config(hf_config)
     try:
         spec = resolve_model(name, where=key)
-    except InputError:
+    except InputError as exc:
+        if path_exists(name):  # a file here that cannot be read (a FIFO, too large, absurd sizes): bad input
+            raise InputError(f"{key} names {name!r}, which cannot be used: {exc.message}", where=exc.where or key,
+                             hint=exc.hint) from None
         return RecipeModel(None, f"model {name!r} is not in the catalog", key,
                            "pass --model with a preset id, or a path to the model's config.json")
     overrides = {**_overrides(section), **_overrides(as_mapping(section.get("text_config"))),
