@@ -118,3 +118,10 @@ def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytes
 def test_automodel_only_pins_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "compile", QWEN, "parallelism.strategy=fsdp2", "--target", "megatron-bridge")
     assert code == 2 and "parallelism.strategy is an AutoModel choice" in err
+
+
+def test_a_size_past_the_limits_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  seq_length: 1000000000000000000\n")
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
+    assert code == 2 and "above the limit" in err and "o.yaml:2:" in err

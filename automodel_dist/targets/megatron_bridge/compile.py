@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automodel_dist import limits
 from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
@@ -121,6 +122,7 @@ def explain_settings(result: MegatronCompileResult) -> str:
 def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
                        model: str | None = None, gpu: str | None = None, sbatch: Path | None = None) -> Report:
     """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs (and its launch script)."""
+    limits.check_world(world_size, gpus_per_node)
     doc = load_document(source, what="overrides")
     override = parse_overrides(doc, world_size=world_size)
     spec = resolve_model(model) if model else model_for_recipe(recipe)

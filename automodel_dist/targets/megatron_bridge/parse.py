@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from automodel_dist import limits
 from automodel_dist.errors import InputError
 from automodel_dist.layout import Layout
 from automodel_dist.targets.megatron_bridge.choose import layout_dispatcher
@@ -28,6 +29,11 @@ BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overl
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
                          "account_for_embedding", "account_for_loss"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
+# The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
+SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
+               **dict.fromkeys(("micro_batch_size", "global_batch_size"), limits.BATCH),
+               **dict.fromkeys(("seq_length", "packed_sequence_size"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
 _HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 
 
@@ -93,6 +99,7 @@ def _typed(name: str, value: Any, where: str) -> Any:
     if name in INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"expected a positive integer, got {value!r}", where=where, hint="e.g. 2")
+        limits.check_size(value, SIZE_LIMITS[name], name=name, where=where)
         return value
     if name in BOOL_FIELDS:
         if not isinstance(value, bool):
