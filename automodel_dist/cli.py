@@ -280,11 +280,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser("dry-run", help="build AutoModel's device meshes on CPU (needs the dryrun extra)")
+    p = sub.add_parser("dry-run", help="build AutoModel's device meshes on CPU (needs the dryrun extra); with "
+                       "--model, AutoModel's model itself on the meta device (needs the oracle extra)")
     p.add_argument("source", help="AutoModel recipe YAML, or an intent YAML (compiled first)")
     p.add_argument("--nodes", type=_positive_int, help="nodes (a recipe needs it; an intent carries its own)")
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default 8 for a recipe)")
-    p.add_argument("--rank", type=_non_negative_int, default=0, help="show this rank's coordinates and groups")
+    p.add_argument("--rank", type=_non_negative_int, help="show this rank's coordinates and groups (default 0); "
+                   "with --model, build only this rank")
+    p.add_argument("--model", action="store_true",
+                   help="build the model with AutoModel's own code for one rank of every pipeline stage")
+    p.add_argument("--all-ranks", action="store_true", help="with --model, build every rank (small worlds)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report with the rank map "
                    "(from an intent, also the ranking, memory per stage and step time)")

@@ -64,15 +64,20 @@ def layout_json(layout: Layout) -> dict[str, Any]:
 
 
 def model_id(intent: Intent, problem: Problem) -> str:
-    """What the recipe loads: the intent's Hugging Face id or path, or the preset's Hugging Face id."""
+    """What the recipe loads: a local model's folder as an absolute path (AutoConfig.from_pretrained reads a
+    folder, and the job runs in another working directory than the intent's), the intent's Hugging Face id,
+    or the preset's Hugging Face id."""
     from automodel_dist.catalog.models import get_preset
 
+    local = intent.local_model
+    if local is not None:
+        return str((local if local.is_dir() else local.parent).resolve())
     ref = intent.model_ref
     if isinstance(ref, Mapping):
         ref = ref.get("preset") or ref.get("_name_or_path")
     if not isinstance(ref, str):
         return problem.model.name
-    if "/" in ref or ref.endswith(".json"):
+    if "/" in ref:
         return ref
     try:
         preset = get_preset(ref)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 
 @dataclass(frozen=True)
@@ -37,18 +38,33 @@ def ep_group_in_domain(ep: int, domain: int, world_size: int) -> bool:
     return ep <= 1 or world_size <= domain or (ep <= domain and domain % ep == 0)
 
 
+def dispatcher_runs_on(dispatcher: str, gpu: GpuSpec, gpus_per_node: int) -> bool:
+    """Whether DeepEP / HybridEP kernels run on this GPU (other dispatchers: always).
+
+    DeepEP: compute capability 8.x/9.x, and B200/B300 nodes but not GB200/GB300 racks; HybridEP: 8.x-10.x.
+    """
+    major = capability_major(gpu.compute_capability)
+    if dispatcher == "deepep":
+        rack_scale = gpu.nvlink_domain > gpus_per_node
+        return major in (8, 9) or (major == 10 and not rack_scale and "gb" not in gpu.name.lower())
+    if dispatcher == "hybridep":
+        return major in (8, 9, 10)
+    return True
+
+
 def choose_dispatcher(model: ModelSpec, cluster: ClusterSpec, ep: int) -> DispatcherChoice:
-    """Dense: None. MoE without EP: torch. With EP: by GPU generation and EP locality."""
+    """Dense, or MoE on a Hugging Face class: None. AutoModel's MoE without EP: torch. With EP: by GPU
+    generation and EP locality."""
     if not model.is_moe:
         return DispatcherChoice(None, "dense model")
+    if not automodel_moe(model):
+        return DispatcherChoice(None, "a Hugging Face MoE class: AutoModel's token dispatchers do not apply")
     if ep <= 1:
         return DispatcherChoice("torch", "no expert parallelism: experts are FSDP-sharded, no token exchange")
     gpu = cluster.gpu
-    major = capability_major(gpu.compute_capability)
-    name = gpu.name.lower()
     rack_scale = gpu.nvlink_domain > cluster.gpus_per_node
-    deepep_ok = major in (8, 9) or (major == 10 and not rack_scale and "gb" not in name)
-    hybridep_ok = major in (8, 9, 10)
+    deepep_ok = dispatcher_runs_on("deepep", gpu, cluster.gpus_per_node)
+    hybridep_ok = dispatcher_runs_on("hybridep", gpu, cluster.gpus_per_node)
     in_domain = ep_group_in_domain(ep, cluster.nvlink_domain, cluster.world_size)
     if gpu.nvlink_domain <= 1 or not hybridep_ok:
         return DispatcherChoice("torch", f"{gpu.name} has no NVLink-capable DeepEP/HybridEP support")

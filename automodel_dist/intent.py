@@ -60,6 +60,15 @@ class Intent:
         return self.values["model"]
 
     @property
+    def local_model(self) -> Path | None:
+        """The model's config.json or folder on disk (relative paths are the intent file's), if it names one."""
+        ref = self.model_ref
+        if not isinstance(ref, str):
+            return None
+        local = _relative_to_intent(self.document, ref)
+        return local if path_exists(local) else None
+
+    @property
     def gpu(self) -> str:
         return self.values["hardware"]["gpu"]
 
@@ -77,7 +86,7 @@ class Intent:
         peft = t.get("peft")
         return TrainingSpec(task=t["task"], seq_length=t["seq_length"], global_batch_size=t["global_batch_size"],
                             packed_sequences=t["packed_sequences"], precision=t["precision"],
-                            peft_rank=peft["rank"] if peft else None)
+                            peft_rank=peft["rank"] if peft else None, init=t["init"])
 
     @property
     def pins(self) -> Pins:
@@ -176,10 +185,8 @@ def resolve_intent(intent: Intent) -> Problem:
     from automodel_dist.catalog.models import resolve_model
     from automodel_dist.catalog.specs import ClusterSpec
 
-    model_ref = intent.model_ref
-    if isinstance(model_ref, str):
-        local = _relative_to_intent(intent.document, model_ref)
-        model_ref = str(local) if path_exists(local) else model_ref
+    local = intent.local_model
+    model_ref = str(local) if local is not None else intent.model_ref
     model = _located(lambda: resolve_model(model_ref), intent, "model")
     gpu = _gpu(intent)
     pins = intent.pins
@@ -249,6 +256,7 @@ def _apply_defaults(values: dict[str, Any]) -> None:
     hardware.setdefault("gpus_per_node", None)  # None: the GPU preset's, filled in by _fill_gpus_per_node
     training = values["training"]
     training.setdefault("task", "sft")
+    training.setdefault("init", "pretrained")
     if training.get("packed_sequences") is None:
         training["packed_sequences"] = training["task"] == "pretrain"
     training.setdefault("precision", "bf16")
@@ -271,6 +279,10 @@ def _check_cross_fields(intent: Intent) -> None:
         raise InputError(f"training.peft is set but training.task is {training['task']!r}",
                          where=intent.where("training.peft"),
                          hint="set `task: peft` to train LoRA adapters, or remove the `peft:` block")
+    if training["init"] == "from_scratch" and training["task"] == "peft":
+        raise InputError("training.init is from_scratch but training.task is peft: LoRA adapts pretrained weights",
+                         where=intent.where("training.init"),
+                         hint="use `init: pretrained` for LoRA, or `task: pretrain` to train a new model from scratch")
     pins = intent.pins
     if pins.pp == (1,) and pins.vpp is not None and min(pins.vpp) > 1:
         raise InputError(f"parallelism.vpp pins {list(pins.vpp)} virtual stages but pp is pinned to 1",

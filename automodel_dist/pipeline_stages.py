@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 # AutoModel's split_model_into_stages places stages V-style only when the schedule class *is*
 # ScheduleZBVZeroBubble (an exact class comparison): every other schedule, DualPipeV included, is looped.
@@ -28,6 +29,35 @@ def layers_per_stage(num_layers: int, stages: int) -> int | None:
         return None
     k = math.ceil(num_layers / stages)
     return k if math.ceil(num_layers / k) == stages else None
+
+
+def virtual_stages(num_layers: int, per_stage: int, pp: int, rounding: Any) -> tuple[int, str | None]:
+    """AutoModel's `calculate_virtual_stages` with `layers_per_stage` set: (stage count, its error or None)."""
+    stages = math.ceil(num_layers / per_stage)
+    if stages % pp == 0:
+        return stages, None
+    if rounding == "up":
+        return stages + pp - stages % pp, None
+    if rounding == "down":
+        return stages - stages % pp, None
+    if rounding is not None:
+        return stages, f"Invalid value for round_to_pp_multiple: {rounding}. Use 'up' or 'down'."
+    return stages, (f"Number of virtual stages ({stages}) must be divisible by pipeline parallel size ({pp}). "
+                    f"Model has {num_layers} layers with pipeline_parallel_layers_per_stage={per_stage}.")
+
+
+def stage_split(num_layers: int, stages: int, pp: int) -> tuple[int, str | None] | None:
+    """(layers_per_stage, round_virtual_stages_to_pp_multiple) that make exactly `stages` stages, the
+    rounding only where whole layers alone cannot (94 layers on 48 stages: 2 per stage gives 47, rounded
+    up to 48); None when nothing does."""
+    exact = layers_per_stage(num_layers, stages)
+    if exact is not None:
+        return exact, None
+    for rounding in ("up", "down"):
+        for per_stage in range(1, num_layers + 1):
+            if virtual_stages(num_layers, per_stage, pp, rounding)[0] == stages:
+                return per_stage, rounding
+    return None
 
 
 def virtual_stage_options(num_layers: int, pp: int, max_vpp: int) -> list[int]:

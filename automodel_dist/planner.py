@@ -36,6 +36,7 @@ from automodel_dist.layout import STRATEGIES, Layout
 from automodel_dist.pipeline_stages import virtual_stage_options
 from automodel_dist.problem import Problem
 from automodel_dist.rules.registry import divisors
+from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
@@ -198,7 +199,7 @@ class Enumerator:
 
     def eps(self, strategy: str, pp: int) -> list[int]:
         model = self.p.model
-        if strategy == "fsdp2" and model.is_moe:
+        if strategy == "fsdp2" and automodel_moe(model):  # the only classes AutoModel expert-shards
             natural = [e for e in self.divisors(self.W // pp) if e <= model.num_routed_experts]
         else:
             natural = [1]

@@ -9,7 +9,8 @@ from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 
 @dataclass(frozen=True)
 class TrainingSpec:
-    """The job: task, sequence length, global batch, packing, precision, LoRA rank (peft only)."""
+    """The job: task, sequence length, global batch, packing, precision, LoRA rank (peft only), and whether
+    it starts from the published weights (`init` pretrained) or from random ones (from_scratch)."""
 
     task: str = "sft"
     seq_length: int = 4096
@@ -17,6 +18,7 @@ class TrainingSpec:
     packed_sequences: bool = False
     precision: str = "bf16"
     peft_rank: int | None = None
+    init: str = "pretrained"
 
     @property
     def is_peft(self) -> bool:

@@ -26,7 +26,7 @@ from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
-from automodel_dist.rules.layout import check_cp_packing
+from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
@@ -221,6 +221,8 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
         if spec is None:
             findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",
                                               path="distributed.cp_size", hint="pass --model"))
+    elif layout.cp > 1:
+        check_cp_padding(layout, training, findings)
     findings += _memory_findings(config, layout, spec, cluster, training, gpu)
     return findings
 

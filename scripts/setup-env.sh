@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv with everything automodel-dist and its tests need. Idempotent.
-# torch 2.13.0 (CPU) goes in first so nothing pulls a CUDA build; NeMo AutoModel 0.7.0 is installed
-# with --no-deps as the test oracle for device meshes (never a runtime dependency); .venv-mb holds
-# Megatron-Bridge, the megatron-bridge target's oracle.
+# torch 2.13.0 (CPU) goes in first so nothing pulls a CUDA build; then the package with its `oracle` extra:
+# NeMo AutoModel 0.7.0 with its full dependency set (transformers and the rest, ~2 GB, a few minutes), the
+# test oracle for meshes and for `dry-run --model`. triton is uninstalled: AutoModel 0.7.0's LoRA kernel
+# module fails to import under triton 3.9 (an autotune key naming no argument), and nothing here needs it.
+# .venv-mb holds Megatron-Bridge, the megatron-bridge target's oracle (scripts/setup-mbridge-oracle.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,8 +16,11 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.sta
   $PIP install --quiet --disable-pip-version-check torch==2.13.0
 fi
 $PIP install --quiet --disable-pip-version-check -e ".[dryrun,test]"
-if ! .venv/bin/python -c 'import nemo_automodel' 2>/dev/null; then
-  $PIP install --quiet --disable-pip-version-check --no-deps nemo-automodel==0.7.0
+if ! .venv/bin/python -c 'import nemo_automodel, transformers' 2>/dev/null; then  # once: it would re-pull triton
+  $PIP install --quiet --disable-pip-version-check -e ".[dryrun,test,oracle]" -c <(echo "torch==2.13.0")
+fi
+if .venv/bin/python -c 'import triton' 2>/dev/null; then
+  $PIP uninstall --quiet --disable-pip-version-check -y triton
 fi
 # Megatron-Bridge 0.6.2 + Megatron-Core 0.19.2 in their own venv: the megatron-bridge target's test oracle.
 bash scripts/setup-mbridge-oracle.sh

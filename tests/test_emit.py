@@ -262,3 +262,40 @@ def test_cli_compile_names_the_schema_by_id_wherever_the_recipe_is_written(tmp_p
     schema_id = load_schema("automodel-recipe.schema.json")["$id"]
     assert f"# schema: {schema_id} " in texts[0]
     assert "wrote" in capsys.readouterr().err
+
+
+def test_from_scratch_pretraining_builds_from_the_config() -> None:
+    from automodel_dist.validate import validate_recipe
+
+    intent = {"model": "Qwen/Qwen3-8B", "hardware": {"gpu": "h100-80gb", "nodes": 1},
+              "training": {"task": "pretrain", "init": "from_scratch", "seq_length": 4096, "global_batch_size": 64}}
+    model = compile_intent(intent).recipe["model"]
+    assert model["_target_"] == "nemo_automodel.NeMoAutoModelForCausalLM.from_config"
+    assert model["config"]["pretrained_model_name_or_path"] == "Qwen/Qwen3-8B"
+    assert "pretrained_model_name_or_path" not in model
+    assert validate_recipe(compile_intent(intent).recipe, world_size=8).ok
+
+
+def test_lora_from_scratch_is_input_error() -> None:
+    with pytest.raises(InputError, match="LoRA adapts pretrained weights"):
+        compile_intent({"model": "Qwen/Qwen3-8B", "hardware": {"gpu": "h100-80gb"},
+                        "training": {"task": "peft", "init": "from_scratch", "seq_length": 4096,
+                                     "global_batch_size": 64}})
+
+
+def test_a_local_config_json_is_written_as_its_folders_absolute_path(tmp_path: Path) -> None:
+    import json
+
+    from automodel_dist.catalog.hf_export import hf_config_dict
+    from automodel_dist.catalog.models import resolve_model
+    from automodel_dist.validate import validate_recipe
+
+    folder = tmp_path / "models" / "my-qwen"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf_config_dict(resolve_model("qwen3-8b"))), encoding="utf-8")
+    intent = tmp_path / "intent.yaml"
+    intent.write_text("model: models/my-qwen/config.json\nhardware: {gpu: h100-80gb}\n"
+                      "training: {seq_length: 4096, global_batch_size: 64}\n", encoding="utf-8")
+    recipe = compile_intent(intent).recipe
+    assert recipe["model"]["pretrained_model_name_or_path"] == str(folder.resolve())
+    assert not [f for f in validate_recipe(recipe, world_size=8).findings if f.rule == "am-model-path"]

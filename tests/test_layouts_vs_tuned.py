@@ -104,6 +104,9 @@ def chosen(key: str) -> Plan:
 def test_tuned_layout_is_legal_enumerated_and_fits(t: Tuned) -> None:
     problem = problem_of(t, tp=t.tp, pp=t.pp, ep=t.ep, cp=t.cp, strategy="fsdp2")
     found = search(problem)
+    if t.tp > 1:  # Megatron shards these MoE models with TP; AutoModel 0.7.0's MoE classes have no TP plan
+        assert not found.candidates and set(found.pruned) == {"am-r22-tp-plan"}, found.pruned
+        return
     assert found.candidates, f"the planner never generated {t.source}"
     for c in found.candidates:
         assert (c.layout.tp, c.layout.pp, c.layout.ep, c.layout.cp) == (t.tp, t.pp, t.ep, t.cp)

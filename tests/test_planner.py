@@ -90,14 +90,14 @@ def test_same_problem_same_plan() -> None:
 
 # -- ranking ----------------------------------------------------------------------------------------------------
 def test_throughput_objective_picks_the_fastest_layout_that_fits() -> None:
-    problem = problem_of(intent(nodes=1))
+    problem = problem_of(intent(model="Qwen/Qwen3-8B"))
 
     def tp_is_fast(_p: Problem, lay: Layout) -> Estimate:
-        return fake_estimate(memory=90.0 if lay.tp == 4 and lay.cp == 1 else 10.0, tokens=1000.0 * lay.tp)
+        return fake_estimate(memory=90.0 if lay.tp == 8 and lay.cp == 1 else 10.0, tokens=1000.0 * lay.tp)
 
     best = plan(problem, estimate=tp_is_fast).best.layout
-    # tp=4 is the fastest tp the 4 KV heads allow; without CP it does not fit, so CP=2 joins it.
-    assert best.tp == 4 and best.cp == 2
+    # tp=8 is the fastest tp the 8 KV heads and the node allow; without CP it does not fit, so CP=2 joins it.
+    assert best.tp == 8 and best.cp == 2
 
 
 def test_memory_objective_picks_the_lowest_peak() -> None:

@@ -69,7 +69,7 @@ def test_failing_recipe_exits_1_with_located_findings(tmp_path: Path, capsys: py
     assert "  AutoModel says: non_pp_size=8 must be a multiple of ep_size=3" in out
     assert "  fix: valid ep_size values here: 1, 2, 4, 8" in out
     assert f"{path}:11:3: error [am-r39-gbs-divisible] step_scheduler.global_batch_size: " in out
-    assert "FAILED: 3 error(s)" in out.splitlines()[-1]  # R13, R26 (128 experts), R39
+    assert "FAILED: 4 error(s)" in out.splitlines()[-1]  # R13, R22 (no TP plan), R26 (128 experts), R39
 
 
 def test_json_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -208,6 +208,45 @@ def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAUL
     return "full" if layout.activation_checkpointing and not skipped else "none"
 
 
+class ModelStates(NamedTuple):
+    """One pp rank's model states in bytes (sharded as FSDP2 / EP / TP hold them, padding aside), and the
+    weights behind them before FSDP sharding: `dense_w` (TP-split), `experts_w` (this EP rank's experts) and
+    the trained weights whose FSDP group has several ranks (`trained_unsharded`, their gradients unsharded)."""
+
+    params: float
+    grads: float
+    optimizer: float
+    dense_w: float
+    experts_w: float
+    trained_unsharded: float
+
+
+def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load: RankLoad,
+                 options: RecipeOptions = AUTOMODEL_DEFAULTS) -> ModelStates:
+    """Parameter, gradient and optimizer bytes of the pp rank `load` describes (tests/test_memory_grounding.py
+    checks them against what AutoModel's own build allocates on every catalog architecture)."""
+    tp, pp, ep = layout.tp or 1, layout.pp or 1, layout.ep or 1
+    ddp = layout.strategy == "ddp"
+    fsdp = 1 if ddp else (layout.dp_shard or 1) * (layout.cp or 1)
+    expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
+    weight_bytes = FP32 if options.master_weights == "fp32" else BF16
+    experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
+    head = (shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)) + shape.final_norm_params
+    # weights this rank holds before FSDP sharding (TP-split), then its shards
+    outer = (shape.embedding_params if load.embedding else 0) + (head if load.head else 0)
+    dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer) / tp
+    experts_w = load.moe * experts_per_rank * shape.expert_params
+    sharded_w = dense_w / fsdp + experts_w / expert_shard
+    if training.is_peft:
+        trained = (load.dense * shape.dense_layer_adapter + load.moe * shape.moe_layer_adapter) / tp / fsdp
+        return ModelStates(sharded_w * BF16 + trained * FP32, trained * FP32, trained * 2 * FP32, dense_w,
+                           experts_w, trained * fsdp)
+    # weights whose FSDP group has more than one rank get separate unsharded gradients
+    trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
+    return ModelStates(sharded_w * weight_bytes, sharded_w * weight_bytes, sharded_w * 2 * weight_bytes, dense_w,
+                       experts_w, trained_unsharded)
+
+
 def memory_breakdown(
     shape: ModelShape,
     layout: Layout,
@@ -254,10 +293,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     fsdp = 1 if ddp else (layout.dp_shard or 1) * cp
     expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
     fp32_master = options.master_weights == "fp32"
-    weight_bytes = FP32 if fp32_master else BF16
     reduce_bytes = options.reduce_bytes
-    experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
-    expert_layer_w = experts_per_rank * shape.expert_params  # one MoE layer's experts on this EP rank
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
     deferred = (options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1
     keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
@@ -272,23 +308,11 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
 
     by_rank: list[tuple[float, ...]] = []
-    for rank, dense_n, moe_n, n_stages, has_embedding, has_head in loads:
-        # weights this rank holds before FSDP sharding (TP-split), then its shards
-        outer = (shape.embedding_params if has_embedding else 0) + (head if has_head else 0)
-        dense_w = (dense_n * shape.dense_layer_params + moe_n * shape.moe_layer_params + outer) / tp
-        experts_w = moe_n * expert_layer_w
-        sharded_w = dense_w / fsdp + experts_w / expert_shard
-        if peft:
-            trained = (dense_n * shape.dense_layer_adapter + moe_n * shape.moe_layer_adapter) / tp / fsdp
-            params = sharded_w * BF16 + trained * FP32
-            grads = trained * FP32
-            optim = trained * 2 * FP32
-            trained_unsharded = trained * fsdp
-        else:
-            params = grads = sharded_w * weight_bytes
-            optim = sharded_w * 2 * weight_bytes
-            # weights whose FSDP group has more than one rank get separate unsharded gradients
-            trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
+    for load in loads:
+        rank, dense_n, moe_n, n_stages, has_embedding, has_head = load
+        states = model_states(shape, layout, training, load, options)
+        dense_w, experts_w, trained_unsharded = states.dense_w, states.experts_w, states.trained_unsharded
+        params, grads, optim = states.params, states.grads, states.optimizer
 
         # FSDP all-gather working set: bf16 weights in a one-rank group are used in place
         gathered_dense = dense_w if (fsdp > 1 or fp32_master) else 0.0

@@ -39,6 +39,7 @@ class ModelShape:
     top_k: int
     embedding_params: int
     lm_head_params: int  # separate output projection (0 when tied); the last PP stage holds a copy if tied
+    final_norm_params: int  # the norm before the head, on the last PP stage
     dense_layer_adapter: int  # LoRA adapter parameters (0 unless peft)
     moe_layer_adapter: int
     # activation elements per token per layer (no checkpointing)
@@ -160,6 +161,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         top_k=k,
         embedding_params=pc.embedding,
         lm_head_params=pc.lm_head,
+        final_norm_params=pc.final_norm,
         dense_layer_adapter=dense_adapter,
         moe_layer_adapter=moe_adapter,
         dense_act_rep=dense_act_rep,

@@ -36,6 +36,7 @@ NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/raid", "/local", "/scra
 HYBRIDEP_DOMAIN_VAR = "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"
 
 _SBATCH_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
+_SRUN = re.compile(r"\bsrun\b(.*?)(?=\s(?:bash|sh|torchrun|python3?|env)\b|$)")
 _EXPORT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(.*)\}$")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -195,17 +196,52 @@ def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
     return [replace(f, line=line, col=1) for f, line in found], True
 
 
-def tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
-    """(value, 1-based line) of the largest `--ntasks-per-node` in #SBATCH lines or srun flags."""
-    best: tuple[int, int] | None = None
+def _options(sbatch_text: str) -> list[tuple[str, int]]:
+    """(option text, 1-based line) of every #SBATCH directive and every srun's own options (the text between
+    `srun` and the command it starts, so a `head -n 1` elsewhere is not read as `-n`)."""
+    found = []
     for number, line in enumerate(sbatch_text.splitlines(), start=1):
         directive = _SBATCH_DIRECTIVE.match(line.strip())
-        text = directive.group(1) if directive else line.split("#", 1)[0]
-        for match in re.finditer(r"--ntasks-per-node[= ](\d+)", text):
-            value = int(match.group(1))
+        if directive:
+            found.append((directive.group(1), number))
+            continue
+        code = line.split("#", 1)[0]
+        match = _SRUN.search(code)
+        if match:
+            found.append((match.group(1), number))
+    return found
+
+
+def _option_values(text: str, long: str, short: str | None = None) -> list[int]:
+    """Integer values of `--long=N`, `--long N` (and `-sN`, `-s N` for a short name) in one line of options;
+    a range's lower end."""
+    flags = rf"--{long}[= ]\s*" + (rf"|(?<![\w-])-{short}\s*" if short else "")
+    return [int(v) for v in re.findall(rf"(?:{flags})(\d+)", text)]
+
+
+def tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
+    """(tasks per node, 1-based line) at its largest: `--ntasks-per-node`, or `--ntasks` over `--nodes`
+    (#SBATCH lines and srun flags; srun inherits the allocation's node count)."""
+    best: tuple[int, int] | None = None
+    options = _options(sbatch_text)
+    nodes = max([1, *(n for text, _ in options for n in _option_values(text, "nodes", "N"))])
+    for text, number in options:
+        per_node = _option_values(text, "ntasks-per-node") + [
+            -(-n // nodes) for n in _option_values(text, "ntasks", "n")]
+        for value in per_node:
             if best is None or value > best[0]:
                 best = (value, number)
     return best
+
+
+def requested_nodes(sbatch_text: str) -> tuple[int, int] | None:
+    """(nodes, 1-based line) the script's `#SBATCH --nodes` / `-N` asks for."""
+    for number, line in enumerate(sbatch_text.splitlines(), start=1):
+        directive = _SBATCH_DIRECTIVE.match(line.strip())
+        values = _option_values(directive.group(1), "nodes", "N") if directive else []
+        if values:
+            return values[0], number
+    return None
 
 
 def _sends_usr1(sbatch_text: str) -> bool:
@@ -218,10 +254,12 @@ def _sends_usr1(sbatch_text: str) -> bool:
 
 
 def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: bool,
-                 sbatch_file: str | None = None, sbatch_syntax: SyntaxResult | None = None) -> list[Finding]:
+                 sbatch_file: str | None = None, sbatch_syntax: SyntaxResult | None = None,
+                 nodes: int | None = None) -> list[Finding]:
     """Rules on the launch script itself (found at the script's line, in `sbatch_file` when named), and on
     the recipe settings the script relies on. `sbatch_syntax` is the script's `bash -n` verdict
-    (`shell_syntax.script_syntax`), given by the caller that read the script; None leaves syntax unjudged."""
+    (`shell_syntax.script_syntax`), given by the caller that read the script; None leaves syntax unjudged.
+    `nodes` is the node count the recipe is judged for."""
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
@@ -230,6 +268,13 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
     findings = [at_line(f, f.line or 1) for f in start_up]
     if not judged:
         return findings
+    if nodes is not None:
+        asked = requested_nodes(sbatch_text)
+        if asked is not None and asked[0] != nodes:
+            findings.append(at_line(r.SCRIPT_NODES.finding(
+                f"the script asks Slurm for {asked[0]} nodes, but the recipe is judged for {nodes} nodes: "
+                f"torchrun would start {asked[0]} x <GPUs per node> ranks, not the world validated here",
+                hint=f"make #SBATCH --nodes={nodes} (or validate with --nodes {asked[0]})"), asked[1]))
     tasks = tasks_per_node(sbatch_text)
     if tasks and tasks[0] > 1 and launches_torchrun(code):
         findings.append(at_line(r.NTASKS_PER_NODE.finding(
@@ -294,5 +339,5 @@ def check_launch(recipe: Mapping[str, Any], *, world_size: int, gpus_per_node: i
         findings += ep_dispatcher_findings(layout, nvlink_domain=nvlink_domain or gpus_per_node, env=env)
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, recipe, multi_node=multi_node, sbatch_file=sbatch_file,
-                                 sbatch_syntax=sbatch_syntax)
+                                 sbatch_syntax=sbatch_syntax, nodes=-(-world_size // gpus_per_node))
     return findings

@@ -9,7 +9,7 @@ from __future__ import annotations
 from math import gcd
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
-from automodel_dist.dispatcher import ep_group_in_domain
+from automodel_dist.dispatcher import dispatcher_runs_on, ep_group_in_domain
 from automodel_dist.findings import Finding
 from automodel_dist.layout import (
     INTER_NODE_DISPATCHERS,
@@ -18,17 +18,17 @@ from automodel_dist.layout import (
     Layout,
     is_multi_stage,
 )
+from automodel_dist.pipeline_stages import stage_split, virtual_stage_options
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import divisors, listing
+from automodel_dist.targets.automodel.model_classes import MODEL_CLASSES, ep_moe_message, model_class, tp_plan_message
 
 # Model families AutoModel runs with its own implementation (BackendConfig, TE attention by default),
 # which is what packed sequences with context parallelism need (AutoModel `supports_cp_with_sequence_packing`:
 # TE, Magi or THD-native tilelang attention). Hugging Face code (e.g. mixtral) has it only with
 # `model.attn_implementation: te`.
-PACKED_CP_FAMILIES = frozenset({
-    "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v3", "kimi_k2", "gpt_oss",
-})
+PACKED_CP_FAMILIES = frozenset(family for family, cls in MODEL_CLASSES.items() if cls.custom)
 _PACKED_CP_ATTN = frozenset({"te", "magi", "tilelang"})
 # The parallelisms a strategy other than fsdp2 lacks (Layout size field, its name in AutoModel's message).
 UNSUPPORTED_FEATURES = {
@@ -53,12 +53,15 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
         _check_batch(layout, out)
     if model is not None:
         _check_model(layout, model, out)
-    if training is not None and training.packed_sequences and layout.cp > 1:
-        check_cp_packing(layout, model, training, out)
+    if training is not None and layout.cp > 1:
+        if training.packed_sequences:
+            check_cp_packing(layout, model, training, out)
+        else:
+            check_cp_padding(layout, training, out)
     if layout.dispatcher is not None:
         _check_dispatcher(layout, out)
     if topology_warnings and cluster is not None and layout.world_size > 1:
-        _check_topology(layout, cluster, out)
+        _check_topology(layout, cluster, model, out)
     return out
 
 
@@ -268,8 +271,10 @@ def _check_batch(layout: Layout, out: list[Finding]) -> None:
 
 
 def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
-    """Sizes against the architecture: heads, experts, layers, tied embeddings."""
+    """Sizes against the architecture and the class AutoModel builds for it: heads, TP plan, experts,
+    layers, tied embeddings."""
     tp, ep, pp = layout.tp, layout.ep, layout.pp
+    cls = model_class(model.family)
     if tp > 1 and layout.strategy != "ddp":
         heads, kv = model.num_attention_heads, model.num_key_value_heads
         if kv % tp or heads % tp:
@@ -280,13 +285,20 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                     out.append(r.TP_DIVIDES_HEADS.finding(
                         f"tp_size={tp} does not divide {model.name}'s {count} {what}", hint=hint,
                         automodel_message=f"{field} ({count}) must be divisible by TP size ({tp})"))
+        if cls is not None and not cls.tp_plan:
+            out.append(r.TP_PLAN.finding(
+                f"tp_size={tp} but AutoModel builds {model.name} as {cls.name}, which has no tensor-parallel plan",
+                hint="set distributed.tp_size: 1 and shard with FSDP2, ep_size, pp_size or cp_size instead",
+                automodel_message=tp_plan_message(tp, cls.name)))
     if ep > 1 and layout.strategy == "fsdp2":
-        if not model.is_moe:
+        ep_capable = cls.moe_mixin if cls is not None else model.is_moe
+        if not ep_capable:
+            what = "a dense model with no experts" if not model.is_moe else (
+                f"runs on Hugging Face's {cls.name if cls else 'class'}, which AutoModel cannot expert-shard")
             out.append(r.EP_NEEDS_MOE.finding(
-                f"ep_size={ep} but {model.name} is a dense model with no experts",
-                hint="set distributed.ep_size: 1",
-                automodel_message=f"Expert parallelism (ep_size={ep}) requires a MoE model, but {model.name} does "
-                                  "not inherit from MoEFSDPSyncMixin"))
+                f"ep_size={ep} but {model.name} is {what}",
+                hint="set distributed.ep_size: 1 (the experts are then FSDP-sharded like the other weights)",
+                automodel_message=ep_moe_message(ep, cls.name if cls else model.name)))
         elif model.num_routed_experts % ep:
             n = model.num_routed_experts
             out.append(r.EP_DIVIDES_EXPERTS.finding(
@@ -300,6 +312,13 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                 f"{pp}·{layout.vpp} = {stages} pipeline stages for {model.num_layers} layers",
                 hint=f"keep pp · stages per rank <= {model.num_layers}",
                 automodel_message=f"Number of stages ({stages}) cannot exceed number of layers ({model.num_layers})"))
+        elif layout.vpp > 1 and stage_split(model.num_layers, stages, pp) is None:
+            options = virtual_stage_options(model.num_layers, pp, model.num_layers // pp)
+            out.append(r.VPP_WHOLE_LAYERS.finding(
+                f"{pp}·{layout.vpp} = {stages} stages: no layers_per_stage splits {model.num_layers} layers into "
+                f"exactly {stages} stages (AutoModel makes ceil({model.num_layers} / layers_per_stage) stages, "
+                "rounded to a multiple of pp if asked)",
+                hint=f"stages per rank that whole layers make with pp {pp}: {listing(options)}"))
         if model.tie_word_embeddings:
             out.append(r.PP_TIED_EMBEDDINGS.finding(
                 f"{model.name} ties its input and output embeddings, which pipeline parallelism cannot split",
@@ -341,9 +360,26 @@ def check_cp_packing(layout: Layout, model: ModelSpec | None, training: Training
                               f"{model.name}."))
 
 
+def check_cp_padding(layout: Layout, training: TrainingSpec, out: list[Finding]) -> None:
+    """Unpacked sequences with cp > 1: AutoModel pads each batch's sequence to a multiple of 2·cp
+    (`context_parallel/sharder.py`, `_pad_cp_buffers_to_divisor`, cp_divisor = 2·cp) and computes the pad."""
+    cp, seq = layout.cp, training.seq_length
+    if seq > 0 and seq % (2 * cp):
+        up = -(-seq // (2 * cp)) * 2 * cp
+        out.append(r.CP_SEQ_PADDED.finding(
+            f"seq_length {seq} is not a multiple of 2·cp = {2 * cp}: AutoModel pads every sequence to {up} tokens",
+            hint=f"use a sequence length that is a multiple of {2 * cp} (e.g. {up - 2 * cp} or {up})"))
+
+
 def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
-    """The MoE token dispatcher against the world size (AutoModel `MoE.__init__`)."""
+    """The MoE token dispatcher against the world size (AutoModel `MoE.__init__`) and its package."""
     world = layout.world_size
+    if layout.dispatcher in ("deepep", "hybridep") and world > 1 and layout.ep > 1:
+        out.append(r.DISPATCHER_PACKAGE.finding(
+            f"dispatcher {layout.dispatcher} runs on the deep_ep package (DeepEP; HybridEP is its hybrid-ep "
+            "build), which `pip install nemo-automodel` does not install",
+            hint="use a container that has it (NeMo AutoModel's), or install nemo-automodel[moe]; without it set "
+                 "model.backend.dispatcher: torch"))
     if layout.dispatcher == "mok" and world % 4:
         out.append(r.MOK_WORLD.finding(
             f"dispatcher mok needs a world size divisible by 4, got {world}",
@@ -357,8 +393,8 @@ def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
                               "parallelism requires multiple GPUs. Falling back to standard GroupedExperts."))
 
 
-def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) -> None:
-    """Where the groups land: TP inside a node, EP inside an NVLink domain (warnings)."""
+def _check_topology(layout: Layout, cluster: ClusterSpec, model: ModelSpec | None, out: list[Finding]) -> None:
+    """Where the groups land: TP inside a node, EP inside an NVLink domain, the dispatcher on this GPU."""
     world, tp, ep = layout.world_size, layout.tp, layout.ep
     node = cluster.gpus_per_node
     if tp > 1 and layout.strategy != "ddp" and not ep_group_in_domain(tp, node, world):
@@ -370,11 +406,21 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, out: list[Finding]) ->
         out.append(r.EP_LEAVES_NVLINK.finding(
             f"expert-parallel groups of {ep} consecutive ranks leave the {domain}-GPU NVLink domain; the "
             "all-to-all then runs over the inter-node network",
-            hint=_ep_domain_hint(layout, domain)))
+            hint=_ep_domain_hint(layout, domain, model)))
+    gpu = cluster.gpu
+    if layout.ep > 1 and layout.dispatcher == "deepep" and not dispatcher_runs_on("deepep", gpu, node):
+        out.append(r.DISPATCHER_GPU.finding(
+            f"dispatcher deepep on {gpu.name}: DeepEP's kernels do not run on NVL{gpu.nvlink_domain} racks",
+            hint="set model.backend.dispatcher: hybridep (the rack-scale NVLink dispatcher)"))
 
 
-def _ep_domain_hint(layout: Layout, domain: int) -> str:
-    inside = f"ep_size values inside the domain: {listing([d for d in divisors(domain) if d > 1])}"
+def _ep_domain_hint(layout: Layout, domain: int, model: ModelSpec | None) -> str:
+    """EP sizes that stay in the domain and that the recipe could use: they divide the stage's ranks and the
+    experts too (a GB200 rack's 72 GPUs alone would suggest 3 or 9, which divide neither 256 experts nor ranks)."""
+    common = gcd(domain, layout.non_pp_size)
+    if model is not None and model.num_routed_experts:
+        common = gcd(common, model.num_routed_experts)
+    inside = f"ep_size values inside the domain: {listing([d for d in divisors(common) if d > 1])}"
     if layout.dispatcher in INTER_NODE_DISPATCHERS:
         return f"{layout.dispatcher} handles inter-node all-to-all; if it is the bottleneck, use {inside}"
     return f"use {inside}, or an inter-node dispatcher (model.backend.dispatcher: deepep or hybridep)"

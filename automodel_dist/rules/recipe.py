@@ -12,11 +12,14 @@ import difflib
 import math
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
-from automodel_dist.findings import Finding
+from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
+from automodel_dist.limits import path_exists
+from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
@@ -30,7 +33,6 @@ from automodel_dist.targets.automodel.config import (
     mesh_degree,
     normalize_activation_checkpointing,
 )
-from automodel_dist.targets.automodel.parse import virtual_stages
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
@@ -108,6 +110,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
             f"embedding_row_repair is enabled with pp_size={pp}",
             hint="set embedding_row_repair.enabled: false, or pp_size: 1",
             automodel_message="embedding_row_repair is not currently supported with pipeline parallelism"))
+    _check_model_path(as_mapping(config.get("model")), out)
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
@@ -429,6 +432,32 @@ def _check_dtypes(dist: Mapping[str, Any], pp: int, ep: int, out: list[Finding])
                 hint=" ".join(filter(None, [_suggest(str(value).lower(), tuple(DTYPES)),
                                             "use bfloat16 (or bf16), float32, float16"])),
                 automodel_message=f"Unknown dtype string: {value}"))
+
+
+def _check_model_path(model: Mapping[str, Any], out: list[Finding]) -> None:
+    """`pretrained_model_name_or_path` (or under `config:` for from_config) as transformers reads it: a hub id
+    or a model folder. from_pretrained loads weights and tokenizer from beside the config, so a config.json
+    file will not do there (AutoConfig alone accepts one); a relative path is resolved against the job's
+    working directory, not the recipe's, and one that is not found there reads as a malformed hub id."""
+    for path, value in (("model.pretrained_model_name_or_path", model.get("pretrained_model_name_or_path")),
+                        ("model.config.pretrained_model_name_or_path",
+                         as_mapping(model.get("config")).get("pretrained_model_name_or_path"))):
+        if not isinstance(value, str) or not value.strip():
+            continue
+        local = Path(value).expanduser()
+        exists = path_exists(local)  # a NUL or an over-long name is no path
+        weights = path == "model.pretrained_model_name_or_path"
+        if weights and (value.endswith(".json") or (exists and local.is_file())):
+            out.append(r.MODEL_PATH.finding(
+                f"{value!r} names a file; from_pretrained loads the model (config.json, weights, tokenizer) "
+                "from its folder or a hub id", path=path, hint=f"point it at the folder: {local.parent}"))
+        elif value.startswith(("./", "../")) or (not local.is_absolute() and exists):
+            out.append(r.MODEL_PATH.finding(
+                f"{value!r} is a relative path: transformers resolves it against the directory the job starts in, "
+                "not the recipe's folder", path=path, severity=WARNING,
+                hint=f"write the absolute path{f' ({local.resolve()})' if exists else ''}",
+                automodel_message=f"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{value}'. "
+                                  "Use `repo_type` argument if needed."))
 
 
 def _check_backend(backend: Mapping[str, Any], out: list[Finding]) -> None:

@@ -145,13 +145,22 @@ TP_DIVIDES_HEADS = register(
     "tp must divide the attention and the key/value head counts", automodel=("R24",), needs=("model",))
 EP_NEEDS_MOE = register(
     "am-r22-ep-needs-moe", ERROR, "distributed.ep_size",
-    "ep > 1 needs a mixture-of-experts model", automodel=("R22",), needs=("model",))
+    "ep > 1 needs one of AutoModel's own MoE classes (a dense model, or Mixtral on Hugging Face's class, has no EP)",
+    automodel=("R22",), needs=("model",))
+TP_PLAN = register(
+    "am-r22-tp-plan", ERROR, "distributed.tp_size",
+    "tp > 1 needs a model class with a tensor-parallel plan (AutoModel's own MoE classes have none)",
+    automodel=("R22",), needs=("model",))
 EP_DIVIDES_EXPERTS = register(
     "am-r26-ep-divides-experts", ERROR, "distributed.ep_size",
     "ep must divide the number of routed experts", automodel=("R26",), needs=("model",))
 STAGES_EXCEED_LAYERS = register(
     "am-r34-stages-exceed-layers", ERROR, "distributed.pp_size",
     "pipeline stages (pp · stages per rank) cannot exceed the layer count", automodel=("R34",), needs=("model",))
+VPP_WHOLE_LAYERS = register(
+    "pp-vpp-whole-layers", ERROR, "distributed.pipeline.layers_per_stage",
+    "stages per rank must be a count some whole layers_per_stage makes (ceil(layers / layers_per_stage) = pp·vpp)",
+    needs=("model",))
 PP_TIED_EMBEDDINGS = register(
     "am-r36-pp-tied-embeddings", ERROR, "distributed.pp_size",
     "a model with tied input/output embeddings cannot be pipelined", automodel=("R36",), needs=("model",))
@@ -163,6 +172,16 @@ PACK_DIVISIBLE_BY_2CP = register(
     "pack-seq-divisible-by-2cp", ERROR, "packed_sequence.packed_sequence_size",
     "with cp > 1 the packed sequence length must be divisible by 2·cp (THD context-parallel chunks)",
     needs=("training",))
+CP_SEQ_PADDED = register(
+    "cp-seq-padded", WARNING, "distributed.cp_size",
+    "with cp > 1 AutoModel pads each unpacked sequence to a multiple of 2·cp: the padding is computed and wasted",
+    needs=("training",))
+DISPATCHER_PACKAGE = register(
+    "moe-dispatcher-package", WARNING, "model.backend.dispatcher",
+    "deepep and hybridep need the deep_ep package (not a dependency of nemo-automodel itself)")
+DISPATCHER_GPU = register(
+    "moe-dispatcher-gpu", WARNING, "model.backend.dispatcher",
+    "DeepEP runs on Ampere, Hopper, B200 and B300, not on GB200/GB300 NVL72 racks (HybridEP does)", needs=("cluster",))
 TP_CROSSES_NODE = register(
     "topo-tp-crosses-node", WARNING, "distributed.tp_size",
     "tensor-parallel groups should stay inside one node", needs=("cluster",))
@@ -247,6 +266,10 @@ KD_MESHES = register(
     "am-r42-kd-meshes", ERROR, "separate_meshes",
     "knowledge distillation with separate meshes: explicit dp_size on both, student + teacher ranks = world",
     automodel=("R42",))
+MODEL_PATH = register(
+    "am-model-path", ERROR, "model.pretrained_model_name_or_path",
+    "the model must be a hub id or a model folder from_pretrained reads (not a config.json file); a relative path "
+    "is read from where the job runs (a warning)")
 DIST_ENV_TIMEOUT = register(
     "dist-env-timeout", WARNING, "dist_env.timeout_minutes",
     "multi-node runs need dist_env.timeout_minutes well above AutoModel's 1-minute default")
@@ -264,7 +287,11 @@ SCHEMA = register(
 # ---------------------------------------------------------------------------------------------------
 NTASKS_PER_NODE = register(
     "launch-ntasks-per-node", ERROR, SCRIPT,
-    "one torchrun per node: --ntasks-per-node > 1 with torchrun starts several launchers on one rendezvous port")
+    "one torchrun per node: several tasks per node (--ntasks-per-node, or --ntasks over --nodes) with torchrun "
+    "start several launchers on one rendezvous port")
+SCRIPT_NODES = register(
+    "launch-script-nodes", ERROR, SCRIPT,
+    "the node count the script asks Slurm for must be the one the recipe is judged (and sized) for")
 PREEMPTION_SIGNAL = register(
     "launch-preemption-signal", ERROR, "step_scheduler.preemption_signal",
     "a script that has Slurm send SIGUSR1 needs a recipe whose preemption_signal handles SIGUSR1")
@@ -287,6 +314,16 @@ NO_TORCHRUN = register(
 LAUNCHER_SECTION = register(
     "launch-launcher-section", ERROR, "skypilot",
     "a recipe the script runs through nemo_automodel.cli.app must not carry a skypilot: or nemo_run: section")
+
+# ---------------------------------------------------------------------------------------------------
+# The model-level dry-run (verify/model_dryrun.py): AutoModel's own build, on meta.
+# ---------------------------------------------------------------------------------------------------
+MODEL_BUILD = register(
+    "am-model-build", ERROR, "model",
+    "AutoModel raised while building the model, in a way no other rule predicts (its message says what)")
+MODEL_PLAN = register(
+    "model-plan-unmatched", ERROR, "distributed.tp_size",
+    "a TP or EP size whose plan sharded no parameter of the real model (the plan matched no module)")
 
 # ---------------------------------------------------------------------------------------------------
 # validate.py: cost model and what could not be judged.

@@ -29,27 +29,35 @@ def _check_rank(rank: int, world_size: int) -> None:
                          hint="pick a rank below nodes × gpus-per-node")
 
 
-def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:
+def _recipe_world(args: argparse.Namespace) -> tuple[int, int]:
+    """(world size, GPUs per node) of a recipe: it does not say, so --nodes must."""
     if args.nodes is None:
         raise InputError("a recipe does not say how many GPUs it runs on, so dry-run needs --nodes",
                          where=str(args.source),
                          hint="add --nodes N (and --gpus-per-node G when nodes do not have 8 GPUs)")
     gpus_per_node = args.gpus_per_node or DEFAULT_GPUS_PER_NODE
-    world_size = args.nodes * gpus_per_node
+    return args.nodes * gpus_per_node, gpus_per_node
+
+
+def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:
+    world_size, gpus_per_node = _recipe_world(args)
     _check_rank(args.rank, world_size)
     return build_document_meshes(doc, world_size=world_size, gpus_per_node=gpus_per_node)
 
 
-def _intent_meshes(args: argparse.Namespace) -> tuple[MeshReport, CompileResult]:
-    """Compile the intent (--nodes / --gpus-per-node override its hardware), then build its recipe's meshes."""
+def _compile(args: argparse.Namespace) -> CompileResult:
+    """The intent compiled (--nodes / --gpus-per-node override its hardware); by path, so its errors and
+    base_recipe are file-relative."""
     from automodel_dist.compiler import compile_intent
 
-    overrides = []
-    if args.nodes is not None:
-        overrides.append(f"hardware.nodes={args.nodes}")
-    if args.gpus_per_node is not None:
-        overrides.append(f"hardware.gpus_per_node={args.gpus_per_node}")
-    result = compile_intent(args.source, overrides)  # by path: its errors and base_recipe are file-relative
+    overrides = [f"hardware.{key}={value}" for key, value in (("nodes", args.nodes),
+                 ("gpus_per_node", args.gpus_per_node)) if value is not None]
+    return compile_intent(args.source, overrides)
+
+
+def _intent_meshes(args: argparse.Namespace) -> tuple[MeshReport, CompileResult]:
+    """Compile the intent, then build its recipe's meshes."""
+    result = _compile(args)
     cluster = result.problem.cluster
     _check_rank(args.rank, cluster.world_size)
     report = build_meshes(result.recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
@@ -58,11 +66,43 @@ def _intent_meshes(args: argparse.Namespace) -> tuple[MeshReport, CompileResult]
     return report, result
 
 
+def _world(args: argparse.Namespace, doc: Document) -> tuple[Any, int, int]:
+    """(recipe source, world size, GPUs per node): a recipe as given (it needs --nodes), an intent compiled."""
+    if is_intent(doc.data):
+        result = _compile(args)
+        return result.recipe, result.problem.cluster.world_size, result.problem.cluster.gpus_per_node
+    world_size, gpus_per_node = _recipe_world(args)
+    return args.source, world_size, gpus_per_node
+
+
+def run_model_dry_run(args: argparse.Namespace) -> int:
+    """dry-run --model: AutoModel builds the model (exit 0), or refuses (1, its errors as findings)."""
+    from automodel_dist.verify.model_dryrun import build_model_dry_run, render_model_report, require_oracle
+
+    require_oracle()
+    doc = load_document(args.source, what="dry-run input")
+    source, world_size, gpus_per_node = _world(args, doc)
+    report = build_model_dry_run(source, world_size=world_size, gpus_per_node=gpus_per_node,
+                                 ranks=None if args.rank is None else [args.rank], all_ranks=args.all_ranks)
+    if is_intent(doc.data):
+        report.source = f"{args.source} (compiled)"
+    sys.stdout.write(render_model_report(report, fmt=args.format))
+    if args.format == "text":  # timings vary run to run, so they stay out of stdout
+        print(f"dry-run --model: AutoModel import {report.timing['import']:.1f} s, {len(report.ranks)} rank(s) built "
+              f"in {report.timing['build']:.1f} s, worker peak RSS {report.peak_rss_mb} MB", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
 def run_dry_run(args: argparse.Namespace) -> int:
     """Exit 0 when the meshes build, 1 when the rules say they cannot; bad input raises InputError (2)."""
     from automodel_dist.verify.render import render_json, render_text
     from automodel_dist.verify.torch_build import require_torch
 
+    if args.model:
+        return run_model_dry_run(args)
+    if args.all_ranks:
+        raise InputError("--all-ranks is for the model-level dry-run", hint="add --model, or use --rank R")
+    args.rank = args.rank or 0
     start = time.perf_counter()
     doc = load_document(args.source, what="dry-run input")  # bad input fails before torch is imported
     if is_intent(doc.data):

@@ -24,7 +24,7 @@ from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_gr
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout
 from automodel_dist.output import RECIPE_MARKER
-from automodel_dist.pipeline_stages import layers_per_stage, pipeline_split
+from automodel_dist.pipeline_stages import pipeline_split, stage_split
 from automodel_dist.planner import memory_limit_gib
 from automodel_dist.problem import Problem
 from automodel_dist.resources import RECIPE_SCHEMA
@@ -38,12 +38,15 @@ from automodel_dist.targets.automodel.config import (
     normalize_activation_checkpointing,
     translate_value,
 )
+from automodel_dist.targets.automodel.model_classes import automodel_moe
 from automodel_dist.targets.commented import Section as _Section
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
 RECIPE_CLASS = "TrainFinetuneRecipeForNextTokenPrediction"
 MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
+SCRATCH_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_config"  # random weights from the architecture
+CONFIG_TARGET = "transformers.AutoConfig.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
 MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"
@@ -184,15 +187,21 @@ def _pipeline(problem: Problem, layout: Layout) -> _Section:
         p.put("pp_schedule", layout.pp_schedule,
               f"{layout.vpp} stages per rank interleave to shrink the pipeline bubble")
         stages = layout.pp * layout.vpp
-        lps = layers_per_stage(problem.model.num_layers, stages)
+        split = stage_split(problem.model.num_layers, stages, layout.pp)
+        if split is None:  # the rules (pp-vpp-whole-layers) keep such a layout from the emitter
+            raise ValueError(f"no layers_per_stage makes {stages} stages of {problem.model.num_layers} layers")
+        lps, rounding = split
         p.put("layers_per_stage", lps, f"{problem.model.num_layers} layers -> {stages} stages = pp {layout.pp} x "
               f"{layout.vpp} per rank")
+        if rounding is not None:
+            p.put("round_virtual_stages_to_pp_multiple", rounding,
+                  f"ceil({problem.model.num_layers} / {lps}) stages rounded {rounding} to a multiple of pp")
     else:
         p.put("pp_schedule", layout.pp_schedule, "one stage per pipeline rank")
     p.put("pp_microbatch_size", layout.micro_batch_size,
           _why(problem, "micro_batch_size", f"{layout.n_microbatches} micro batches per step (>= pp_size "
                f"{layout.pp})"))
-    if problem.model.is_moe:
+    if automodel_moe(problem.model):
         p.put("patch_inner_model", False, "AutoModel's own MoE implementation (as its MoE examples)")
         p.put("patch_causal_lm_model", False, "AutoModel's own MoE implementation (as its MoE examples)")
     return p
@@ -201,10 +210,16 @@ def _pipeline(problem: Problem, layout: Layout) -> _Section:
 def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
     model, cluster = problem.model, problem.cluster
     m = _Section()
-    m.put("_target_", MODEL_TARGET)
-    m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
+    if problem.training.init == "from_scratch":
+        m.put("_target_", SCRATCH_TARGET, "training.init from_scratch: random weights, the architecture only")
+        config = _Section().put("_target_", CONFIG_TARGET)
+        config.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model (its config only)")
+        m.put("config", config)
+    else:
+        m.put("_target_", MODEL_TARGET)
+        m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
     fp8 = runs_fp8(problem)
-    if model.is_moe:
+    if automodel_moe(model):
         b = _Section().put("_target_", BACKEND_TARGET)
         if layout.cp > 1 or fp8:
             b.put("attn", "te", "TE attention: CP on AutoModel's MoE models needs it (R20, R22)"
@@ -290,7 +305,7 @@ def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) 
     r.put("model", _model(problem, layout, model_id))
     if training.is_peft:
         r.put("peft", _peft(problem), "task: peft")
-    if runs_fp8(problem) and not model.is_moe:
+    if runs_fp8(problem) and not automodel_moe(model):
         r.put("fp8", _fp8_dense(), "precision: fp8")
     r.put("distributed", _distributed(problem, layout))
     timeout, why = timeout_minutes(problem, layout)

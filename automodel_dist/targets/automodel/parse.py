@@ -7,13 +7,13 @@ InputError naming its dotted key; a readable but illegal value is left to the ru
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.layout import Layout, is_multi_stage
+from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import (
     canonical_strategy,
@@ -122,21 +122,6 @@ def section(config: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise _not_mapping(key, value)
     return value
-
-
-def virtual_stages(num_layers: int, layers_per_stage: int, pp: int, rounding: Any) -> tuple[int, str | None]:
-    """AutoModel's `calculate_virtual_stages` with `layers_per_stage` set: (stage count, its error or None)."""
-    stages = math.ceil(num_layers / layers_per_stage)
-    if stages % pp == 0:
-        return stages, None
-    if rounding == "up":
-        return stages + pp - stages % pp, None
-    if rounding == "down":
-        return stages - stages % pp, None
-    if rounding is not None:
-        return stages, f"Invalid value for round_to_pp_multiple: {rounding}. Use 'up' or 'down'."
-    return stages, (f"Number of virtual stages ({stages}) must be divisible by pipeline parallel size ({pp}). "
-                    f"Model has {num_layers} layers with pipeline_parallel_layers_per_stage={layers_per_stage}.")
 
 
 def _stages_per_rank(pipeline: Mapping[str, Any], pp: int, schedule: str | None, model: ModelSpec | None) -> int:

@@ -1,0 +1,56 @@
+"""`automodel-dist dry-run --model`: the shell around build_model_dry_run (exit codes, messages, output)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from automodel_dist.cli import main
+from automodel_dist.verify import model_dryrun
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "recipes" / "qwen3-30b-a3b-16xh100.yaml"
+# tp_size on line 5: AutoModel's Qwen3-MoE class has no TP plan.
+MOE_TP = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+model:
+  pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B
+distributed:
+  tp_size: 2
+  ep_size: 4
+step_scheduler:
+  global_batch_size: 64
+  local_batch_size: 1
+"""
+
+
+def test_without_the_oracle_extra_it_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(model_dryrun.importlib.util, "find_spec", lambda name: None)
+    assert main(["dry-run", "--model", str(EXAMPLE), "--nodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "automodel-dist[oracle]" in err
+
+
+def test_all_ranks_is_refused_on_a_large_world(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dry-run", "--model", str(EXAMPLE), "--nodes", "16", "--all-ranks"]) == 2
+    assert "--all-ranks builds every rank" in capsys.readouterr().err
+
+
+def test_all_ranks_needs_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dry-run", str(EXAMPLE), "--nodes", "2", "--all-ranks"]) == 2
+    assert "add --model" in capsys.readouterr().err
+
+
+@pytest.mark.model_oracle
+def test_automodels_refusal_is_a_located_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(MOE_TP, encoding="utf-8")
+    assert main(["dry-run", "--model", str(recipe), "--nodes", "1", "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in data["findings"] if f["severity"] == "error"]
+    assert (finding["rule"], finding["line"], finding["col"]) == ("am-r22-tp-plan", 5, 3)
+    assert "Qwen3MoeForCausalLM has no TP plan" in finding["automodel_message"]
+    assert data["ranks"][0]["ok"] is False
