@@ -46,8 +46,45 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
+TARGETS = ("automodel", "megatron-bridge")
+
+
+def _compile_megatron(args: argparse.Namespace) -> int:
+    from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+
+    if args.launcher == "skypilot":
+        raise InputError("--target megatron-bridge launches with slurm only", hint="use --launcher slurm")
+    if args.launcher and (args.format != "yaml" or not args.output):
+        raise InputError("--launcher writes the override YAML and launch.sbatch beside it: it needs -o and the "
+                         "yaml format", hint="add -o run/overrides.yaml and drop --format")
+    out = None if args.output is None else output_path(args.output)
+    result = compile_megatron(args.intent, args.overrides)
+    if args.format == "json":
+        text = json.dumps(result.to_json(), indent=2) + "\n"
+    elif args.format == "hydra":
+        text = "\n".join(result.hydra) + "\n"
+    else:
+        text = result.yaml
+    if out is None:
+        _print(text)
+        return 0
+    outputs = [Output(out, text)]
+    if args.launcher:
+        from automodel_dist.targets.megatron_bridge.slurm import launch_script
+
+        outputs.append(Output(out.parent / "launch.sbatch", launch_script(result, out.name)))
+    written = write_outputs(outputs, inputs=result.inputs, force=args.force)
+    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
+    return 0
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
+
+    if args.target == "megatron-bridge":
+        return _compile_megatron(args)
+    if args.format == "hydra":
+        raise InputError("--format hydra is the megatron-bridge target's", hint="add --target megatron-bridge")
 
     if args.launcher and args.format == "json":
         raise InputError("--launcher rewrites the recipe as YAML; it cannot be combined with --format json",
@@ -86,6 +123,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
     from automodel_dist.explain import render_explain
 
+    if args.target == "megatron-bridge":
+        from automodel_dist.targets.megatron_bridge.compile import compile_megatron, explain_settings
+
+        if args.html:
+            raise InputError("--html reports the automodel target's plan", hint="drop --html")
+        result = compile_megatron(args.intent, args.overrides)
+        text = render_explain(result, top=args.top, fmt=args.format)
+        _print(text if args.format == "json" else text + "\n" + explain_settings(result))
+        return 0
     result = compile_intent(args.intent, args.overrides)
     _print(render_explain(result, top=args.top, fmt=args.format))
     if args.html:
@@ -98,6 +144,22 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
 
+    if args.target == "megatron-bridge":
+        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+
+        if not args.recipe_function:
+            raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
+                             hint="e.g. --recipe deepseek_v3_pretrain_config")
+        if len(args.recipe) > 1:
+            raise InputError("--target megatron-bridge judges one override file", hint="validate one file")
+        nodes, gpus_per_node = args.nodes or 1, args.gpus_per_node or 8
+        report = validate_overrides(args.recipe[0], recipe=args.recipe_function, world_size=nodes * gpus_per_node,
+                                    gpus_per_node=gpus_per_node, model=args.model, gpu=args.gpu,
+                                    sbatch=Path(args.sbatch) if args.sbatch else None)
+        _print(render_report(report, fmt=args.format))
+        return 0 if report.ok else 1
+    if args.recipe_function:
+        raise InputError("--recipe names a Megatron-Bridge recipe function", hint="add --target megatron-bridge")
     if args.sbatch and len(args.recipe) > 1:
         raise InputError("--sbatch judges one launch script with one recipe", hint="validate one recipe with --sbatch")
     if len(args.recipe) == 1:
@@ -181,9 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("intent", help="intent YAML file")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.seq_length=8192")
     p.add_argument("-o", "--output", help="write the recipe here instead of stdout")
-    p.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    p.add_argument("--format", choices=("yaml", "json", "hydra"), default="yaml",
+                   help="hydra: the megatron-bridge override set as key=value lines")
     p.add_argument("--launcher", choices=("slurm", "skypilot"),
                    help="also write what launches it (slurm: launch.sbatch beside the recipe)")
+    p.add_argument("--target", choices=TARGETS, default="automodel",
+                   help="automodel: an AutoModel recipe; megatron-bridge: overrides for a recipe function")
     p.add_argument("--force", action="store_true",
                    help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
     p.set_defaults(func=_cmd_compile)
@@ -197,10 +262,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "pipeline stage, step time, rank map)")
     p.add_argument("--force", action="store_true",
                    help="overwrite existing output files automodel-dist did not write (never the run's inputs)")
+    p.add_argument("--target", choices=TARGETS, default="automodel")
     p.set_defaults(func=_cmd_explain)
 
     p = sub.add_parser("validate", help="check an existing AutoModel recipe before launching it")
-    p.add_argument("recipe", nargs="+", help="AutoModel recipe YAML (several: each is judged on its own)")
+    p.add_argument("recipe", nargs="+", help="AutoModel recipe YAML (several: each is judged on its own), or "
+                   "Megatron-Bridge overrides with --target megatron-bridge")
+    p.add_argument("--target", choices=TARGETS, default="automodel")
+    p.add_argument("--recipe", dest="recipe_function", metavar="FUNCTION",
+                   help="megatron-bridge: the recipe function, e.g. deepseek_v3_pretrain_config")
     p.add_argument("--nodes", type=_positive_int,
                    help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")

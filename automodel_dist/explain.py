@@ -31,9 +31,9 @@ def _candidate_json(c: Candidate) -> dict[str, Any]:
 
 
 def error_band(result: CompileResult) -> ErrorBand | None:
-    """The cross-validated error of measured AutoModel rows like this problem (family, GPU generation)."""
+    """The cross-validated error of measured rows like this problem (target's stack, family, GPU generation)."""
     problem = result.problem
-    return parameters().error_band("automodel", problem.model.family,
+    return parameters().error_band(getattr(result, "framework", "automodel"), problem.model.family,
                                    generation(problem.cluster.gpu.compute_capability))
 
 

@@ -16,6 +16,7 @@ from automodel_dist.errors import InfeasibleError
 from automodel_dist.planner import (
     Candidate,
     Checker,
+    Enumerator,
     Estimator,
     Screen,
     Search,
@@ -39,9 +40,10 @@ def largest_parts(memory: dict[str, float], n: int = 3) -> str:
     return ", ".join(f"{name} {gib:.1f}" for name, gib in parts)
 
 
-def _attempt_with(check: Checker, estimate: Estimator, screen: Screen | None) -> Attempt:
+def _attempt_with(check: Checker, estimate: Estimator, screen: Screen | None = None,
+                  space: type[Enumerator] | None = None) -> Attempt:
     def attempt(problem: Problem) -> Candidate | None:
-        found = search(problem, check=check, estimate=estimate, first_fit=True, screen=screen).fitting
+        found = search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space).fitting
         return found[0] if found else None
 
     return attempt
@@ -169,8 +171,9 @@ SUGGESTERS = (_more_gpus, _activation_checkpointing, _smaller_local_batch, _shor
               _other_global_batch, _fewer_pins)
 
 
-def suggestions(problem: Problem, check: Checker, estimate: Estimator, screen: Screen | None = None) -> list[str]:
-    attempt = _attempt_with(check, estimate, screen)
+def suggestions(problem: Problem, check: Checker, estimate: Estimator, screen: Screen | None = None,
+                space: type[Enumerator] | None = None) -> list[str]:
+    attempt = _attempt_with(check, estimate, screen, space)
     return [s for suggest in SUGGESTERS if (s := suggest(problem, attempt))]
 
 
@@ -181,12 +184,12 @@ def closest(result: Search) -> list[Candidate]:
 
 
 def infeasible_error(result: Search, *, check: Checker, estimate: Estimator,
-                     screen: Screen | None = None) -> InfeasibleError:
-    """Nothing fits: the closest layouts and what would make one fit (`screen`: see `planner.search`)."""
+                     screen: Screen | None = None, space: type[Enumerator] | None = None) -> InfeasibleError:
+    """Nothing fits: the closest layouts and what would make one fit (`screen`, `space`: see `planner.search`)."""
     problem = result.problem
     cluster = problem.cluster
     near = closest(result)
-    hints = suggestions(problem, check, estimate, screen)
+    hints = suggestions(problem, check, estimate, screen, space)
     dropped = sum(result.pruned.values())
     what = "no layout fits" if result.candidates else "no layout is legal (every one breaks a rule)"
     lines = [f"{what}: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "

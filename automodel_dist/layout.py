@@ -36,6 +36,8 @@ class Layout:
     that validate can judge a recipe whose explicit value leaves ranks out. `vpp` is the number of
     pipeline stages per pp rank (1 for single-stage schedules). `micro_batch_size` is the pipeline
     micro batch (`distributed.pipeline.pp_microbatch_size`); it equals `local_batch_size` without PP.
+    `etp` is Megatron's expert tensor parallelism (the TP of the expert layers, folded with EP over the
+    ranks of one pipeline stage); AutoModel has none, so it stays 1 there.
     """
 
     world_size: int
@@ -54,6 +56,7 @@ class Layout:
     local_batch_size: int = 1
     micro_batch_size: int = 1
     dispatcher: str | None = None
+    etp: int = 1
 
     @property
     def dp(self) -> int:
@@ -76,9 +79,11 @@ class Layout:
 
     @property
     def ep_shard(self) -> int:
+        """Expert data parallelism: the ranks of one stage over ep·etp (1 without EP)."""
         if self.ep <= 1:
             return 1
-        return self.non_pp_size // self.ep if self.ep < self.non_pp_size else 1
+        group = self.ep * max(self.etp, 1)
+        return self.non_pp_size // group if group < self.non_pp_size else 1
 
     @property
     def mesh_size(self) -> int:
@@ -116,4 +121,6 @@ class Layout:
             parts.append(f"mbs{self.micro_batch_size}")
         if self.sequence_parallel:
             parts.append("sp")
+        if self.etp > 1:
+            parts.append(f"etp{self.etp}")
         return " ".join(parts)

@@ -28,6 +28,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
+from typing import Any
 
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
@@ -200,7 +201,7 @@ class _Standing:
         return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
 
 
-class _Enumerator:
+class Enumerator:
     """One pass over the space for one problem; records drops, estimates and the count considered.
 
     With `screen` (the cost model's `estimate_unless`), fitting layouts that `_Standing` shows cannot
@@ -314,21 +315,37 @@ class _Enumerator:
                 out.append((mbs, lbs))
         return out
 
+    def strategies(self) -> list[str]:
+        return _pinned(self.p.pins.strategy, STRATEGIES)
+
+    def expert_options(self, strategy: str, pp: int) -> list[tuple[int, int]]:
+        """(ep, etp) pairs; AutoModel has no expert tensor parallelism."""
+        return [(ep, 1) for ep in self.eps(strategy, pp)]
+
+    def fields(self, *, etp: int, **sizes: Any) -> dict:
+        """The layout's fields but the batch split (`layout_fields`; AutoModel's etp is always 1)."""
+        return layout_fields(self.p, **sizes)
+
+    def make(self, base: dict, local_batch_size: int, micro_batch_size: int) -> Layout:
+        """The layout of one structure (`fields`) with one batch split."""
+        return Layout(**base, local_batch_size=local_batch_size, micro_batch_size=micro_batch_size)
+
     # -- the walk ---------------------------------------------------------------------------------------
     def structures(self) -> Iterator[tuple[dict, int]]:
         """Every (layout fields but the batch split, dp) the world size admits, in a fixed order."""
-        for strategy in _pinned(self.p.pins.strategy, STRATEGIES):
+        for strategy in self.strategies():
             for tp in self.tps(strategy):
                 for pp in self.pps(strategy, tp):
                     for cp in self.cps(strategy, tp, pp):
                         denom = tp * cp * (1 if strategy == "megatron_fsdp" else pp)
                         dp = self.W if strategy == "ddp" else self.W // denom
-                        for ep, dpr, vpp, ac in product(self.eps(strategy, pp), self.dprs(strategy, tp, cp, dp),
-                                                        self.vpps(pp), self.acs(strategy)):
+                        for (ep, etp), dpr, vpp, ac in product(self.expert_options(strategy, pp),
+                                                               self.dprs(strategy, tp, cp, dp),
+                                                               self.vpps(pp), self.acs(strategy)):
                             for dispatcher in self.dispatcher_options(ep):
-                                yield layout_fields(self.p, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
-                                                    dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac,
-                                                    dispatcher=dispatcher), dp
+                                yield self.fields(strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp,
+                                                  dp_replicate=dpr, vpp=vpp, activation_checkpointing=ac,
+                                                  dispatcher=dispatcher), dp
 
     def run(self) -> Search:
         with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses
@@ -359,7 +376,7 @@ class _Enumerator:
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
             mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
-            self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
+            self.judge(self.make(base, lbs, mbs))
             return []
         gbs = self.p.training.global_batch_size
         largest_first = base["pp"] > 1 and self.p.objective == "throughput"
@@ -372,7 +389,7 @@ class _Enumerator:
                 if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
                        for m, b, s in too_big):
                     continue
-                verdict = self.judge(Layout(**base, local_batch_size=lbs, micro_batch_size=mbs))
+                verdict = self.judge(self.make(base, lbs, mbs))
                 if verdict == "structural":
                     return []
                 if verdict == "too-big":
@@ -415,11 +432,14 @@ class _Enumerator:
 
 
 def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-           first_fit: bool = False, screen: Screen | None = None) -> Search:
+           first_fit: bool = False, screen: Screen | None = None, space: type[Enumerator] | None = None) -> Search:
     """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits; with a
-    `screen` it times no layout that does not fit (`candidates` then holds the fitting one only)."""
-    return _Enumerator(problem, check or _default_checker(), estimate or _default_estimator(), first_fit,
-                       screen).run()
+    `screen` it times no layout that does not fit (`candidates` then holds the fitting one only).
+
+    `space` is the target's enumerator (AutoModel's by default); another target overrides the domains.
+    """
+    return (space or Enumerator)(problem, check or _default_checker(), estimate or _default_estimator(),
+                                 first_fit, screen).run()
 
 
 # -- ranking ----------------------------------------------------------------------------------------------
@@ -497,7 +517,7 @@ def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-         exhaustive: bool = False) -> Plan:
+         exhaustive: bool = False, space: type[Enumerator] | None = None) -> Plan:
     """The best layout for the objective, the runners-up, and what the rules pruned.
 
     With the cost model's estimator, fitting layouts whose throughput ceiling (memory objective: peak)
@@ -512,12 +532,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
         screen = estimate_unless
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
-    result = search(problem, check=check, estimate=estimate, screen=screen)
+    result = search(problem, check=check, estimate=estimate, screen=screen, space=space)
     ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate, screen=screen)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),

@@ -4,6 +4,7 @@
 # NeMo AutoModel 0.7.0 with its full dependency set (transformers and the rest, ~2 GB, a few minutes), the
 # test oracle for meshes and for `dry-run --model`. triton is uninstalled: AutoModel 0.7.0's LoRA kernel
 # module fails to import under triton 3.9 (an autotune key naming no argument), and nothing here needs it.
+# .venv-mb holds Megatron-Bridge, the megatron-bridge target's oracle (scripts/setup-mbridge-oracle.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,6 +22,8 @@ fi
 if .venv/bin/python -c 'import triton' 2>/dev/null; then
   $PIP uninstall --quiet --disable-pip-version-check -y triton
 fi
+# Megatron-Bridge 0.6.2 + Megatron-Core 0.19.2 in their own venv: the megatron-bridge target's test oracle.
+bash scripts/setup-mbridge-oracle.sh
 # The real YAML language server, for the editor tests (tests/test_editor.py), into ./node_modules (gitignored).
 YLS_VERSION=1.25.0
 if command -v npm >/dev/null 2>&1 && ! grep -qs "\"version\": \"$YLS_VERSION\"" node_modules/yaml-language-server/package.json; then

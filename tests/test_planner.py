@@ -25,7 +25,7 @@ from automodel_dist.pipeline_stages import layers_per_stage, virtual_stage_optio
 from automodel_dist.planner import (
     MAX_VPP,
     Candidate,
-    _Enumerator,
+    Enumerator,
     distinct_structures,
     fits,
     make_layout,
@@ -287,7 +287,7 @@ def test_compile_uses_the_winner_of_the_plan() -> None:
 # -- the shortcuts, checked against a brute-force walk on the real cost model ---------------------------------
 def brute_force_fitting(problem: Problem) -> list[Candidate]:
     """Every layout of the planner's space (its structures times every batch split), judged one by one."""
-    walk = _Enumerator(problem, check_layout, estimate_layout, first_fit=False)
+    walk = Enumerator(problem, check_layout, estimate_layout, first_fit=False)
     kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
     found = []
     for base, dp in walk.structures():
@@ -411,7 +411,7 @@ def test_the_bound_skips_timing_and_keeps_the_plan(objective: str) -> None:
     from automodel_dist.planner import _default_checker
 
     problem = problem_of(intent(nodes=32, global_batch_size=512, task="pretrain"), objective=objective)
-    bounded = _Enumerator(problem, _default_checker(), estimate_layout, False, estimate_unless).run()
+    bounded = Enumerator(problem, _default_checker(), estimate_layout, False, estimate_unless).run()
     assert bounded.untimed_fits > len(bounded.fitting)
     assert_bounded_plan_is_exhaustive(problem)
 

@@ -93,10 +93,10 @@ def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,
 
 def sbatch_env(sbatch_text: str) -> dict[str, str]:
     """Variables the script sets (`export A=b` / `A=b`); `${A:-default}` reads as its default, `$B` as B's value."""
-    return {name: value for name, (value, _) in _assignments(sbatch_text).items()}
+    return {name: value for name, (value, _) in assignments(sbatch_text).items()}
 
 
-def _assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
+def assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
     """sbatch_env's values, each with the 1-based line of its last assignment."""
     values: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -111,13 +111,13 @@ def _assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
     return {name: (value, lines[name]) for name, value in values.items()}
 
 
-def _code(sbatch_text: str) -> str:
+def code_lines(sbatch_text: str) -> str:
     """The script without its comments (and without #SBATCH directives)."""
     return "\n".join(line.split("#", 1)[0] for line in sbatch_text.splitlines())
 
 
-def _launches_torchrun(code: str) -> bool:
-    """`code` is the script without comments (`_code`): a commented-out torchrun launches nothing."""
+def launches_torchrun(code: str) -> bool:
+    """`code` is the script without comments (`code_lines`): a commented-out torchrun launches nothing."""
     return "torchrun" in code or "torch.distributed.run" in code or "torch.distributed.launch" in code
 
 
@@ -177,7 +177,7 @@ def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
                 "starts, after waiting in the queue", hint="fix the script at that line (an unclosed quote, "
                                                           "if/fi, do/done or brace?)"), syntax.line or 1))
     # A script that maps Slurm's task ids to RANK itself (srun, one task per GPU) needs no torchrun.
-    if not _launches_torchrun(code) and "SLURM_PROCID" not in code:
+    if not launches_torchrun(code) and "SLURM_PROCID" not in code:
         runs_cli = _AUTOMODEL_CLI.search(code) is not None
         if multi_node or not runs_cli:
             if runs_cli:
@@ -219,7 +219,7 @@ def _option_values(text: str, long: str, short: str | None = None) -> list[int]:
     return [int(v) for v in re.findall(rf"(?:{flags})(\d+)", text)]
 
 
-def _tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
+def tasks_per_node(sbatch_text: str) -> tuple[int, int] | None:
     """(tasks per node, 1-based line) at its largest: `--ntasks-per-node`, or `--ntasks` over `--nodes`
     (#SBATCH lines and srun flags; srun inherits the allocation's node count)."""
     best: tuple[int, int] | None = None
@@ -263,7 +263,7 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
     def at_line(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
-    code = _code(sbatch_text)
+    code = code_lines(sbatch_text)
     start_up, judged = _start_up_findings(sbatch_text, code, multi_node, sbatch_syntax)
     findings = [at_line(f, f.line or 1) for f in start_up]
     if not judged:
@@ -275,8 +275,8 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
                 f"the script asks Slurm for {asked[0]} nodes, but the recipe is judged for {nodes} nodes: "
                 f"torchrun would start {asked[0]} x <GPUs per node> ranks, not the world validated here",
                 hint=f"make #SBATCH --nodes={nodes} (or validate with --nodes {asked[0]})"), asked[1]))
-    tasks = _tasks_per_node(sbatch_text)
-    if tasks and tasks[0] > 1 and _launches_torchrun(code):
+    tasks = tasks_per_node(sbatch_text)
+    if tasks and tasks[0] > 1 and launches_torchrun(code):
         findings.append(at_line(r.NTASKS_PER_NODE.finding(
             f"--ntasks-per-node={tasks[0]} with torchrun starts {tasks[0]} torchrun launchers per node, each "
             "spawning its own workers on the same rendezvous port: EADDRINUSE, or a world size "
@@ -297,7 +297,7 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
             "kills the workers instead of triggering a checkpoint",
             hint="set step_scheduler.preemption_signal: [SIGUSR1, SIGTERM]"))
     if multi_node:
-        env = _assignments(sbatch_text)
+        env = assignments(sbatch_text)
         recipe_path, line = env.get("RECIPE", ("", 0))
         if is_node_local(recipe_path):
             findings.append(at_line(r.NODE_LOCAL_CACHE.finding(

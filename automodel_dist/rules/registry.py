@@ -18,7 +18,11 @@ SCRIPT = "sbatch"  # the path of a finding in the launch script rather than the 
 
 @dataclass(frozen=True)
 class Rule:
-    """One legality rule. `needs` names the inputs beyond the layout it needs (model, cluster, training)."""
+    """One legality rule. `needs` names the inputs beyond the layout it needs (model, cluster, training).
+
+    `target` is the compilation target whose recipes the rule judges: "automodel" (this module's rules) or
+    another target's name (its rules register themselves from `targets/<name>/rules.py`).
+    """
 
     id: str
     severity: str
@@ -26,6 +30,7 @@ class Rule:
     summary: str
     automodel: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    target: str = "automodel"
 
     def finding(self, message: str, *, hint: str = "", automodel_message: str | None = None,
                 path: str | None = None, severity: str | None = None) -> Finding:
@@ -38,13 +43,13 @@ RULES: dict[str, Rule] = {}
 
 
 def register(rule_id: str, severity: str, path: str, summary: str, *, automodel: tuple[str, ...] = (),
-             needs: tuple[str, ...] = ()) -> Rule:
+             needs: tuple[str, ...] = (), target: str = "automodel") -> Rule:
     """Add a rule to the registry; an id may be registered only once."""
     if rule_id in RULES:
         raise ValueError(f"rule {rule_id!r} registered twice")
     if severity not in SEVERITIES:
         raise ValueError(f"rule {rule_id!r}: unknown severity {severity!r}")
-    rule = Rule(rule_id, severity, path, summary, automodel, needs)
+    rule = Rule(rule_id, severity, path, summary, automodel, needs, target)
     RULES[rule_id] = rule
     return rule
 

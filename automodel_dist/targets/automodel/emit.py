@@ -12,7 +12,7 @@ and `moe:` blocks, torch schedule names, `dp_size: null`), §6 (`model.backend`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
@@ -39,6 +39,7 @@ from automodel_dist.targets.automodel.config import (
     translate_value,
 )
 from automodel_dist.targets.automodel.model_classes import automodel_moe
+from automodel_dist.targets.commented import Section as _Section
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
 
@@ -70,51 +71,6 @@ PIN_PATHS = {
 SIZE_PINS = ("tp", "pp", "cp", "ep", "dp_replicate")
 
 PinWhere = Callable[[str], str]
-COMMENT_COLUMN_MAX = 48
-
-
-class _Section:
-    """A CommentedMap being filled: `put(key, value, why)` writes the value and remembers its reason.
-
-    `finish()` attaches the reasons as end-of-line comments aligned in one column per block.
-    """
-
-    def __init__(self) -> None:
-        self.data = CommentedMap()
-        self.why: dict[str, str] = {}
-        self.children: dict[str, _Section] = {}
-
-    def put(self, key: str, value: Any, why: str | None = None) -> _Section:
-        if isinstance(value, _Section):
-            self.children[key] = value
-            value = value.data
-        self.data[key] = value
-        if why:
-            self.why[key] = why
-        return self
-
-    def finish(self, depth: int = 0) -> CommentedMap:
-        indent = 2 * depth
-        widths = [indent + len(key) + 2 + len(_rendered(self.data[key])) for key in self.why
-                  if not isinstance(self.data[key], (Mapping, list))]
-        column = min(max(widths, default=0) + 2, COMMENT_COLUMN_MAX)
-        for key, why in self.why.items():
-            nested = isinstance(self.data[key], (Mapping, list))
-            own = indent + len(key) + (1 if nested else 2 + len(_rendered(self.data[key])))
-            self.data.yaml_add_eol_comment(one_line(why), key, column=own + 2 if nested else max(own + 2, column))
-        for child in self.children.values():
-            child.finish(depth + 1)
-        return self.data
-
-
-def _rendered(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
-
-
 def pinned_to_one(problem: Problem, name: str) -> bool:
     """The intent pins `name` to a single value: the recipe comment says so, and `estimate` needs it."""
     allowed = getattr(problem.pins, name)

@@ -1,0 +1,213 @@
+"""What a Megatron-Bridge override set says beyond the layout, and why (one function serves planner and emitter).
+
+`decide(problem, layout)` returns the `MegatronSettings` the compiler writes for a planned layout, with a
+reason per field (the emitter's end-of-line comments). The planner judges each candidate layout with
+these same settings, so what it ranks is what gets written.
+
+Sources, reference/megatron-bridge.md: §0.6 (full-iteration graphs), §1/§2 (EP overlap prerequisites;
+delayed wgrad gave no independent win, 31.31 -> 31.20 s), §3 (precision ladder: blockwise FP8 on Hopper,
+MXFP8 on Blackwell), §5 (tuned rows: TE graphs `moe_router`+`moe_preprocess`, with `attn` on GB200/GB300;
+the env vars), §6 (HCP only when CP must exceed the KV heads per TP rank and spans NVLink domains; `a2a`
+when CP fits the heads), §7 (dispatcher by GPU and EP span; `NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN`),
+§9 (graphs need both TE RNG trackers; expandable segments need NCCL_GRAPH_REGISTER=0; CUDA_DEVICE_MAX_
+CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by architecture), A2
+(expandable segments first).
+"""
+
+from __future__ import annotations
+
+from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem
+from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings
+from automodel_dist.targets.megatron_bridge.recipes import recipe_for
+
+# Megatron-Bridge's model providers: DeepSeek-V3 trains with one multi-token-prediction layer
+# (megatron-bridge-oracle.md §5: MLAModelProvider, mtp_num_layers 1).
+MTP_LAYERS = {"deepseek_v3": 1}
+
+
+def mtp_layers(model: ModelSpec) -> int | None:
+    return MTP_LAYERS.get(model.family)
+
+
+def dispatcher_of(problem: Problem, ep: int) -> tuple[str, str | None, str]:
+    """(moe_token_dispatcher_type, moe_flex_dispatcher_backend, why) for an MoE model at this EP size."""
+    choice = choose_dispatcher(problem.model, problem.cluster, ep)
+    if choice.name in ("deepep", "hybridep"):
+        return "flex", choice.name, f"flex + {choice.name}: {choice.reason}"
+    if ep <= 1:
+        return "alltoall", None, "no expert parallelism: alltoall is MCore's plain path"
+    return "alltoall", None, f"alltoall: {choice.reason}"
+
+
+def layout_dispatcher(dispatcher_type: str, flex_backend: str | None) -> str:
+    """Layout.dispatcher of a Megatron layout: the flex backend, or the dispatcher type."""
+    return flex_backend if dispatcher_type == "flex" and flex_backend else dispatcher_type
+
+
+def recompute_modules(model: ModelSpec) -> tuple[tuple[str, ...], str]:
+    """The narrowest selective-recompute set for the architecture (megatron-bridge.md §10)."""
+    if model.uses_mla:
+        return ("mla_up_proj", "moe_act") if model.is_moe else ("mla_up_proj",), \
+            "MLA: expanded Q/K/V dominate, mla_up_proj first (then moe_act: measured -1.85% memory for +1.99% time)"
+    if model.is_moe:
+        return ("moe_act",), "grouped MoE: moe_act first (Moonlight 8xH100: -1.85% memory for +1.99% time)"
+    return ("core_attn",), "standard attention: core_attn first (mlp costs ~16% for ~3 GB)"
+
+
+def hcp_sizes(cp: int, tp: int, domain: int) -> tuple[int, int]:
+    """[a2a inner, p2p outer]: the largest inner CP group that stays in the NVLink domain with its TP."""
+    inner = max(d for d in range(1, cp + 1) if cp % d == 0 and d * tp <= domain)
+    return inner, cp // inner
+
+
+def cp_comm(problem: Problem, layout: Layout) -> tuple[str, tuple[int, ...] | None, str]:
+    """cp_comm_type and hierarchical sizes (megatron-bridge.md §6)."""
+    if layout.cp <= 1:
+        return "p2p", None, "no context parallelism (MCore's default)"
+    domain, world = problem.cluster.nvlink_domain, layout.world_size
+    heads_per_tp = problem.model.num_key_value_heads // max(layout.tp, 1)
+    if ep_group_in_domain(layout.tp * layout.cp, domain, world):
+        return "p2p", None, f"CP={layout.cp} stays in the NVLink domain: ring P2P overlaps attention"
+    if layout.cp <= heads_per_tp:
+        return "a2a", None, (f"CP={layout.cp} spans NVLink domains and fits {heads_per_tp} KV heads per TP rank: "
+                             "Ulysses a2a")
+    inner, outer = hcp_sizes(layout.cp, layout.tp, domain)
+    return "a2a+p2p", (inner, outer), (f"CP={layout.cp} spans NVLink domains and exceeds {heads_per_tp} KV heads "
+                                       f"per TP rank: a2a inside the domain ({inner}), p2p across ({outer})")
+
+
+def _stage(layers: int, prefix: str = "") -> str:
+    return prefix + ("t" * layers if layers <= 2 else f"t*{layers}")
+
+
+def pipeline_layout(num_layers: int, pp: int, vpp: int, mtp: int | None) -> str | None:
+    """A `pipeline_model_parallel_layout` when the layers do not split evenly over the stages.
+
+    The loss gets a stage of its own, and the MTP layer one before it; the other stages share the layers,
+    the first ones one more (DeepSeek-V3 PP8 VPP4: `Et*3|(tt|)*29m|L`, megatron-bridge.md §5).
+    """
+    stages = pp * vpp
+    if pp <= 1 or (num_layers % stages == 0 and not mtp):
+        return None
+    bodies = stages - 1 - (1 if mtp else 0)
+    if bodies < 1 or num_layers < bodies:
+        return None
+    base, extra = divmod(num_layers, bodies)
+    parts = [_stage(base + (i < extra), "E" if i == 0 else "") for i in range(bodies)]
+    parts += ["m"] * (1 if mtp else 0) + ["L"]
+    out, i = "", 0
+    while i < len(parts):
+        run = 1
+        while i + run < len(parts) and parts[i + run] == parts[i]:
+            run += 1
+        out += f"({parts[i]}|)*{run}" if run > 1 else parts[i] + ("|" if i < len(parts) - 1 else "")
+        i += run
+    return out
+
+
+def precision(problem: Problem) -> tuple[str, str]:
+    major = capability_major(problem.cluster.gpu.compute_capability)
+    if problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8:
+        if major >= 10:
+            return "bf16_with_mxfp8_mixed", "fp8 on Blackwell: MXFP8 (1x32 blocks)"
+        return "bf16_with_fp8_subchannel_scaling_mixed", "fp8 on Hopper: blockwise (128x128) FP8"
+    return "bf16_mixed", "bf16 (the stable baseline the precision ladder starts from)"
+
+
+def ep_overlap_blockers(model: ModelSpec, layout: Layout, s: MegatronSettings) -> list[str]:
+    """Why EP overlap cannot be on with these settings (empty: every prerequisite holds)."""
+    out = []
+    if not model.is_moe or model.num_routed_experts <= 1:
+        out.append("a dense model")
+    if layout.ep <= 1:
+        out.append("EP=1")
+    if s.dispatcher_type not in ("alltoall", "flex"):
+        out.append(f"dispatcher {s.dispatcher_type}")
+    if layout.pp > 1 and layout.vpp <= 1:
+        out.append("PP without VPP")
+    if s.recompute_granularity == "full" or s.recompute_method or s.recompute_num_layers:
+        out.append("full recompute")
+    if "moe" in (s.recompute_modules or ()):
+        out.append("moe recompute")
+    if s.shared_expert_overlap:
+        out.append("shared-expert overlap")
+    if (s.mtp_num_layers or 0) > 1:
+        out.append("more than one MTP layer")
+    return out
+
+
+def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str, str]]:
+    """The settings written for `layout`, and the reason for each (keys: MegatronSettings / Layout fields)."""
+    model, cluster = problem.model, problem.cluster
+    why: dict[str, str] = {}
+    recipe = recipe_for(model, problem.training.task)
+    section = recipe is None or recipe.comm_overlap
+    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model),
+                         comm_overlap=section)
+    why["seq_length"] = "the intent's sequence length"
+    if problem.training.task in ("sft", "peft"):
+        s = s.with_(packed_sequence_size=problem.training.seq_length)
+        why["packed_sequence_size"] = "the sft/peft recipes pack sequences: one packed sequence of seq_length"
+    if s.mtp_num_layers:
+        why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"
+    cp_type, hcp, why["cp_comm_type"] = cp_comm(problem, layout)
+    s = s.with_(cp_comm_type=cp_type, hierarchical_cp_sizes=hcp)
+    if hcp:
+        why["hierarchical_cp_sizes"] = "a2a+p2p needs the sizes (else CP silently does nothing); product = CP"
+    s = s.with_(pipeline_layout=pipeline_layout(model.num_layers, layout.pp, layout.vpp, s.mtp_num_layers))
+    if s.pipeline_layout:
+        why["pipeline_layout"] = ("layers do not split evenly over PP x VPP stages: the loss (and MTP) get "
+                                  "their own stage, the first stages one layer more")
+    if model.is_moe:
+        dtype, backend, why["dispatcher_type"] = dispatcher_of(problem, layout.ep)
+        s = s.with_(dispatcher_type=dtype, flex_backend=backend)
+        why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
+        why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
+    if layout.activation_checkpointing:
+        modules, why["recompute_modules"] = recompute_modules(model)
+        s = s.with_(recompute_granularity="selective", recompute_modules=modules)
+        why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
+    blockers = ep_overlap_blockers(model, layout, s)
+    if not section:
+        blockers.append(f"{recipe.function if recipe else 'the recipe'} has no comm_overlap section to override")
+    if model.is_moe:
+        s = s.with_(ep_overlap=not blockers)
+        why["ep_overlap"] = ("every prerequisite holds: hides dispatch/combine behind expert compute "
+                             "(16xH100 Qwen3-30B: +17.7%)") if not blockers else "off: " + ", ".join(blockers)
+        why["delay_wgrad"] = "off: no independent win measured (31.31 -> 31.20 s); a separate A/B"
+    if layout.tp > 1 and section:
+        s = s.with_(tp_comm_overlap=True)
+        why["tp_comm_overlap"] = "TP with sequence parallelism: hide TP collectives behind the GEMMs"
+    why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"
+    why["overlap_param_gather"] = "distributed optimizer: all-gather parameters behind the forward"
+    if model.is_moe:
+        rack = cluster.gpu.nvlink_domain > cluster.gpus_per_node
+        scope = ("moe_router", "moe_preprocess")
+        if rack and not layout.activation_checkpointing and s.packed_sequence_size is None:
+            scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
+        s = s.with_(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
+        why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"
+        why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (", plus attn on rack-scale NVLink (host "
+                                   "overhead binds first; GB200/GB300 tuned rows)" if "attn" in scope else ""))
+        why["te_rng_tracker"] = "CUDA graphs need Transformer Engine's RNG tracker"
+    s = s.with_(precision=precision(problem)[0])
+    why["precision"] = precision(problem)[1]
+    return s, why
+
+
+def env_vars(problem: Problem, layout: Layout, s: MegatronSettings) -> list[tuple[str, str, str]]:
+    """(name, value, why) for the launch environment the cards name."""
+    graphs = s.cuda_graph_impl != "none"
+    out = [("CUDA_DEVICE_MAX_CONNECTIONS", "32" if graphs and s.ep_overlap else "1",
+            "32 with EP overlap and CUDA graphs, else 1 (TP/DP overlap ordering)"),
+           ("NVTE_ALLOW_NONDETERMINISTIC_ALGO", "1", "the multi-node card's training environment"),
+           ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", "first fix for fragmentation, zero cost")]
+    if graphs:
+        out.append(("NCCL_GRAPH_REGISTER", "0", "expandable segments with CUDA graphs need it"))
+    if s.flex_backend == "hybridep":
+        out.append(("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", str(problem.cluster.nvlink_domain),
+                    "HybridEP must know the real NVLink domain size"))
+    return out

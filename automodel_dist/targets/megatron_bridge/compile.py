@@ -1,0 +1,145 @@
+"""Front door of the Megatron-Bridge target: intent -> plan -> override set, and validate an override set.
+
+`compile_megatron` runs the shared planner over `MegatronSpace` with the Megatron rules and the Megatron
+cost profile, then writes the override set for the model's recipe function (YAML with why-comments, and
+the same pairs as a Hydra list). `validate_overrides` parses an override file and runs the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automodel_dist import limits
+from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.models import resolve_model
+from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+from automodel_dist.compiler import CompileResult, Source
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.errors import InputError
+from automodel_dist.findings import Report, locate_all
+from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.output import WRITTEN_BY_MARKER
+from automodel_dist.planner import memory_limit_gib, plan
+from automodel_dist.problem import Problem
+from automodel_dist.rules import registry as r
+from automodel_dist.targets.megatron_bridge.choose import decide, env_vars
+from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_pairs, override_yaml, reasons
+from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
+from automodel_dist.targets.megatron_bridge.parse import parse_overrides
+from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
+from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
+from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
+from automodel_dist.textsafe import one_line
+from automodel_dist.yamlio import load_document, read_text_file, to_plain
+
+
+@dataclass
+class MegatronCompileResult(CompileResult):
+    """A CompileResult whose recipe is a Megatron-Bridge override set (`yaml`, `hydra`) for `recipe_function`."""
+
+    override: OverrideSet | None = None
+    hydra: tuple[str, ...] = ()
+    recipe_function: str = ""
+    env: tuple[tuple[str, str, str], ...] = ()
+    why: dict[str, str] = field(default_factory=dict)
+    framework: str = "megatron"  # the cost profile the plan was estimated with (explain's error band)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
+                "env": {name: value for name, value, _ in self.env}}
+
+
+def model_for_recipe(recipe: str) -> ModelSpec | None:
+    """The model preset a recipe function trains (None for a recipe the table does not know)."""
+    preset = preset_for_recipe(recipe)
+    return resolve_model(preset) if preset else None
+
+
+def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
+            env: Iterable[tuple[str, str, str]]) -> str:
+    cluster, lay = problem.cluster, override.layout
+    lines = [
+        f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
+        f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
+        f"# {WRITTEN_BY_MARKER} compile --target megatron-bridge",
+        f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
+        f"{lay.pp * max(lay.tp * lay.cp, lay.ep * lay.etp)})",
+        f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
+        f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU, {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU "
+        "(Megatron cost profile)",
+        "# environment (the launch script exports these):",
+        *[f"#   {name}={value}  # {why}" for name, value, why in env],
+        f"# run: python scripts/training/run_recipe.py --recipe {recipe} <compile --format hydra's key=value list>",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, str], estimate: Estimate,
+                       recipe: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str], ...]]:
+    """(YAML text, Hydra list, env vars) of one override set."""
+    env = tuple(env_vars(problem, override.layout, override.settings))
+    text = override_yaml(override, reasons(override.layout, why), _header(problem, override, estimate, recipe, env))
+    return text, tuple(hydra_overrides(override)), env
+
+
+def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronCompileResult:
+    """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
+    intent = load_intent(source, tuple(overrides))
+    problem = resolve_intent(intent)
+    for pin, allowed in (("strategy", None), ("dp_replicate", (1,))):
+        value = getattr(problem.pins, pin)
+        if value is not None and value != allowed:
+            raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
+                             "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
+                             where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
+    recipe = recipe_function(problem.model, problem.training.task)
+    result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
+    best = result.best
+    settings, why = decide(problem, best.layout)
+    override = OverrideSet(best.layout, settings)
+    text, hydra, env = write_override_set(problem, override, why, best.estimate, recipe)
+    return MegatronCompileResult(
+        yaml=text, recipe=to_plain(load_document(text, what="overrides").data), layout=best.layout,
+        estimate=best.estimate, alternatives=result.alternatives, pruned=result.pruned, problem=problem,
+        intent=intent, considered=result.considered, feasible=result.feasible, reasons=result.reasons,
+        override=override, hydra=hydra, recipe_function=recipe, env=env, why=why)
+
+
+def explain_settings(result: MegatronCompileResult) -> str:
+    """The Megatron-only choices of the winner and why (explain's second half)."""
+    assert result.override is not None
+    lines = [f"Megatron-Bridge settings for {result.recipe_function} (beyond the layout):"]
+    for path, name, value in override_pairs(result.override):
+        if name in result.why:
+            lines.append(f"  {path} = {value}: {result.why[name]}")
+    lines += [f"  env {name}={value}: {why}" for name, value, why in result.env]
+    return "\n".join(lines) + "\n"
+
+
+def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
+                       model: str | None = None, gpu: str | None = None, sbatch: Path | None = None) -> Report:
+    """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs (and its launch script)."""
+    limits.check_world(world_size, gpus_per_node)
+    doc = load_document(source, what="overrides")
+    override = parse_overrides(doc, world_size=world_size)
+    spec = resolve_model(model) if model else model_for_recipe(recipe)
+    gpu_spec = get_gpu(gpu) if gpu else None
+    cluster = None
+    if gpu_spec is not None:
+        nodes = max(1, -(-world_size // gpus_per_node))
+        cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
+    findings = check_overrides(override, model=spec, cluster=cluster)
+    if sbatch is not None:
+        text = read_text_file(sbatch, what="sbatch script", expected="the path of the Slurm script")
+        findings += check_sbatch(text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
+                                 sbatch_file=str(sbatch))
+    if spec is None:
+        findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
+                                          path="", hint="pass --model"))
+    if cluster is None:
+        findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
+                                          path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
+    return Report(findings=locate_all(doc, findings), source=doc.filename)

@@ -1,0 +1,144 @@
+"""The Megatron-Bridge override set: the IR the target writes and reads back (`parse(emit(x)) == x`).
+
+An `OverrideSet` is a `Layout` (the sizes every target shares: TP, PP, VPP, CP, EP, ETP, batch) plus the
+`MegatronSettings` only Megatron-Bridge has (dispatcher backend, EP overlap, recompute modules, CUDA
+graphs, precision recipe, communication overlap). `KEYS` is the one table of where each field lives in
+the recipe's `ConfigContainer` (dotted paths, the same in the YAML file and in the Hydra `key=value`
+list), read by the emitter, the parser and the rules' finding paths.
+
+Facts: reference/megatron-bridge.md §1 (EP overlap keys), §6 (CP/HCP keys), §7 (dispatcher keys), §9
+(CUDA-graph keys; MCore 0.19 renamed `cuda_graph_scope` to `cuda_graph_modules` but the 0.6.2 recipes
+still set the legacy key, and setting both fails, so the legacy key is the one written), §10 (recompute
+keys); reference/megatron-bridge-oracle.md §6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from automodel_dist.layout import Layout
+
+# Layout.strategy of a Megatron-Bridge layout: Megatron's DDP with the distributed optimizer (optimizer
+# state and fp32 master weights sharded over data parallelism; bf16 weights and gradients replicated).
+DIST_OPTIMIZER = "distributed_optimizer"
+
+CP_COMM_TYPES = ("p2p", "all_gather", "a2a", "a2a+p2p")
+DISPATCHER_TYPES = ("allgather", "alltoall", "flex")
+FLEX_BACKENDS = ("deepep", "hybridep")
+RECOMPUTE_GRANULARITIES = ("full", "selective")
+RECOMPUTE_METHODS = ("uniform", "block")
+# recompute_modules labels MCore 0.19 accepts (megatron-bridge.md §10)
+RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts",
+                     "gdn_norm_out")
+CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine")
+CUDA_GRAPH_SCOPES = ("full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+# Megatron-Bridge mixed-precision recipe names (megatron.bridge.training.mixed_precision)
+PRECISIONS = ("bf16_mixed", "bf16_with_fp8_subchannel_scaling_mixed", "bf16_with_mxfp8_mixed")
+
+
+@dataclass(frozen=True)
+class MegatronSettings:
+    """What a Megatron-Bridge override set says beyond the Layout. Defaults are ConfigContainer's own."""
+
+    cp_comm_type: str = "p2p"
+    hierarchical_cp_sizes: tuple[int, ...] | None = None
+    pipeline_layout: str | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
+    dispatcher_type: str = "alltoall"
+    flex_backend: str | None = None
+    shared_expert_overlap: bool = False
+    ep_overlap: bool = False
+    delay_wgrad: bool = False
+    recompute_granularity: str | None = None
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
+    recompute_modules: tuple[str, ...] | None = None
+    cuda_graph_impl: str = "none"
+    cuda_graph_scope: tuple[str, ...] = ()
+    precision: str = "bf16_mixed"
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    gradient_accumulation_fusion: bool = True
+    check_for_nan_in_loss: bool = True
+    te_rng_tracker: bool = False
+    mtp_num_layers: int | None = None
+    seq_length: int = 4096
+    comm_overlap: bool = False  # the recipe has a CommOverlapConfig (ConfigContainer's default is None)
+    packed_sequence_size: int | None = None  # the sft/peft recipes' packed sequences (pretrain: none)
+
+    def with_(self, **changes: object) -> MegatronSettings:
+        return replace(self, **changes)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.precision != "bf16_mixed"
+
+
+@dataclass(frozen=True)
+class OverrideSet:
+    """One Megatron-Bridge override set: the shared layout and the Megatron-only settings."""
+
+    layout: Layout
+    settings: MegatronSettings = field(default_factory=MegatronSettings)
+
+
+@dataclass(frozen=True)
+class Key:
+    """Where one field lives: its dotted ConfigContainer path, and whether it is a Layout or settings field."""
+
+    path: str
+    field: str
+    on_layout: bool = False
+
+
+def _k(path: str, name: str) -> Key:
+    return Key(path, name, on_layout=False)
+
+
+def _l(path: str, name: str) -> Key:
+    return Key(path, name, on_layout=True)
+
+
+# Emission order; the parser reads the same table. The batch and the layout's sizes come first.
+KEYS: tuple[Key, ...] = (
+    _l("model.tensor_model_parallel_size", "tp"),
+    _l("model.pipeline_model_parallel_size", "pp"),
+    _l("model.virtual_pipeline_model_parallel_size", "vpp"),
+    _k("model.pipeline_model_parallel_layout", "pipeline_layout"),
+    _k("model.account_for_embedding_in_pipeline_split", "account_for_embedding"),
+    _k("model.account_for_loss_in_pipeline_split", "account_for_loss"),
+    _l("model.context_parallel_size", "cp"),
+    _k("model.cp_comm_type", "cp_comm_type"),
+    _k("model.hierarchical_context_parallel_sizes", "hierarchical_cp_sizes"),
+    _l("model.expert_model_parallel_size", "ep"),
+    _l("model.expert_tensor_parallel_size", "etp"),
+    _l("model.sequence_parallel", "sequence_parallel"),
+    _k("model.moe_token_dispatcher_type", "dispatcher_type"),
+    _k("model.moe_flex_dispatcher_backend", "flex_backend"),
+    _k("model.moe_shared_expert_overlap", "shared_expert_overlap"),
+    _k("comm_overlap.overlap_moe_expert_parallel_comm", "ep_overlap"),
+    _k("comm_overlap.delay_wgrad_compute", "delay_wgrad"),
+    _k("comm_overlap.tp_comm_overlap", "tp_comm_overlap"),
+    _k("ddp.overlap_grad_reduce", "overlap_grad_reduce"),
+    _k("ddp.overlap_param_gather", "overlap_param_gather"),
+    _k("model.gradient_accumulation_fusion", "gradient_accumulation_fusion"),
+    _k("model.recompute_granularity", "recompute_granularity"),
+    _k("model.recompute_method", "recompute_method"),
+    _k("model.recompute_num_layers", "recompute_num_layers"),
+    _k("model.recompute_modules", "recompute_modules"),
+    _k("model.cuda_graph_impl", "cuda_graph_impl"),
+    _k("model.cuda_graph_scope", "cuda_graph_scope"),
+    _k("model.use_te_rng_tracker", "te_rng_tracker"),
+    _k("rng.te_rng_tracker", "te_rng_tracker"),
+    _k("rerun_state_machine.check_for_nan_in_loss", "check_for_nan_in_loss"),
+    _k("mixed_precision", "precision"),
+    _k("model.seq_length", "seq_length"),
+    _k("dataset.seq_length", "seq_length"),
+    _l("train.micro_batch_size", "micro_batch_size"),
+    _l("train.global_batch_size", "global_batch_size"),
+    _k("model.mtp_num_layers", "mtp_num_layers"),
+    _k("dataset.offline_packing_specs.packed_sequence_size", "packed_sequence_size"),
+)
+PATHS = {key.field: key.path for key in KEYS}  # the first path of each field (finding paths)

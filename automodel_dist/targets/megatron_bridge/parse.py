@@ -1,0 +1,152 @@
+"""Megatron-Bridge target, reading side: an override set (YAML mapping or Hydra list) becomes an `OverrideSet`.
+
+Keys the target does not model are left to the recipe; keys it models and the file leaves out take
+ConfigContainer's defaults (`MegatronSettings()`, TP=PP=CP=EP=ETP=1). A value of the wrong type is bad
+input (exit 2) at its line:col; a value of the right type that Megatron refuses (an unknown CUDA-graph
+implementation, `recompute_granularity: partial`) is left for the rules, which quote Megatron's message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from automodel_dist import limits
+from automodel_dist.errors import InputError
+from automodel_dist.layout import Layout
+from automodel_dist.targets.megatron_bridge.choose import layout_dispatcher
+from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEYS, MegatronSettings, OverrideSet
+from automodel_dist.yamlio import Document, to_plain
+
+INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size", "global_batch_size",
+                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size"})
+NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
+                      "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
+                      "packed_sequence_size"})
+BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
+                         "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
+                         "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
+                         "account_for_embedding", "account_for_loss"})
+LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
+# The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
+SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
+               **dict.fromkeys(("micro_batch_size", "global_batch_size"), limits.BATCH),
+               **dict.fromkeys(("seq_length", "packed_sequence_size"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
+_HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'model': {'tp': 2}} -> {'model.tp': 2} (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, path + "."))
+        else:
+            out[path] = to_plain(value)
+    return out
+
+
+def hydra_scalar(text: str) -> Any:
+    """One Hydra override value: null, true/false, int, float, [list], 'quoted' or plain string."""
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        inner = text[1:-1].strip()
+        return [hydra_scalar(part) for part in inner.split(",")] if inner else []
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1].replace("\\'", "'").replace("\\\\", "\\")
+    lowered = text.lower()
+    if lowered == "null":
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[str, Any]:
+    """A `key=value` list as a flat {dotted key: value} (the last of a repeated key wins, as in Hydra)."""
+    out: dict[str, Any] = {}
+    for i, item in enumerate(overrides):
+        match = _HYDRA.match(item.strip())
+        if not match:
+            raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]",
+                             hint="write key=value, e.g. model.tensor_model_parallel_size=2")
+        out[match["key"]] = hydra_scalar(match["value"])
+    return out
+
+
+def _typed(name: str, value: Any, where: str) -> Any:
+    if value is None:
+        if name in NULLABLE or name in LIST_FIELDS:
+            return None
+        raise InputError(f"{name} cannot be null", where=where, hint="give a value or remove the key")
+    if name in LIST_FIELDS:
+        if not isinstance(value, list):
+            raise InputError(f"expected a list, got {value!r}", where=where, hint="write a YAML list, e.g. [2, 2]")
+        if name == "hierarchical_cp_sizes" and not all(isinstance(v, int) and not isinstance(v, bool)
+                                                       for v in value):
+            raise InputError(f"expected a list of integers, got {value!r}", where=where, hint="e.g. [8, 2]")
+        return tuple(value) if name == "hierarchical_cp_sizes" else tuple(str(v) for v in value)
+    if name in INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"expected a positive integer, got {value!r}", where=where, hint="e.g. 2")
+        limits.check_size(value, SIZE_LIMITS[name], name=name, where=where)
+        return value
+    if name in BOOL_FIELDS:
+        if not isinstance(value, bool):
+            raise InputError(f"expected true or false, got {value!r}", where=where, hint="write true or false")
+        return value
+    return str(value)
+
+
+def megatron_layout(world_size: int, *, tp: int = 1, pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1,
+                    etp: int = 1, sequence_parallel: bool = False, activation_checkpointing: bool = False,
+                    global_batch_size: int = 1, micro_batch_size: int = 1, dispatcher: str | None = None) -> Layout:
+    """A Megatron layout with what follows from its sizes: the schedule and the per-rank batch.
+
+    Megatron runs a step's whole per-rank batch (global / DP) through the pipeline in one flush, so with PP
+    the local batch is global / DP; without PP, micro batches accumulate one after another.
+    """
+    dp = world_size // (tp * pp * cp) if tp * pp * cp > 0 else 0
+    local = global_batch_size // dp if pp > 1 and dp > 0 and global_batch_size % dp == 0 else micro_batch_size
+    return Layout(world_size=world_size, strategy=DIST_OPTIMIZER, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp,
+                  pp_schedule=None if pp <= 1 else ("interleaved1f1b" if vpp > 1 else "1f1b"),
+                  activation_checkpointing=activation_checkpointing, sequence_parallel=sequence_parallel,
+                  global_batch_size=global_batch_size, local_batch_size=local, micro_batch_size=micro_batch_size,
+                  dispatcher=dispatcher)
+
+
+def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int) -> OverrideSet:
+    """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list)."""
+    if isinstance(source, Document):
+        flat, doc = flatten(source.data), source
+    elif isinstance(source, Mapping):
+        flat, doc = flatten(source), None
+    else:
+        flat, doc = hydra_mapping(source), None
+    layout_values: dict[str, Any] = {}
+    settings_values: dict[str, Any] = {}
+    for key in KEYS:
+        if key.path not in flat:
+            continue
+        where = doc.where(key.path) if doc else key.path
+        value = _typed(key.field, flat[key.path], where)
+        (layout_values if key.on_layout else settings_values)[key.field] = value
+    for name in ("vpp", "etp"):
+        if layout_values.get(name, 0) is None:
+            layout_values[name] = 1
+    settings_values["comm_overlap"] = any(path.startswith("comm_overlap.") for path in flat)
+    settings = MegatronSettings(**settings_values)
+    moe = "model.moe_token_dispatcher_type" in flat
+    layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None
+    layout_values["activation_checkpointing"] = settings.recompute_granularity is not None
+    return OverrideSet(megatron_layout(world_size, **layout_values), settings)

@@ -1,0 +1,111 @@
+"""The planner's search space for Megatron-Bridge, and the checker and estimator it searches with.
+
+The same planner walks it (`planner.plan(..., space=MegatronSpace)`); only the domains differ from
+AutoModel's: one strategy (Megatron's DDP with the distributed optimizer; no FSDP2 or HSDP), PP need not
+divide the layers (a pipeline layout string places them), EP·ETP must divide the ranks of one stage
+(Megatron folds the expert mesh over TP·CP·DP), ETP stays 1 (the skills: "rarely used"), recompute is
+selective or none, and with PP a step's whole per-rank batch goes through one pipeline flush. Every
+candidate is judged with the settings the emitter would write for it (`choose.decide`), so the
+compiler never writes what `validate --target megatron-bridge` rejects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import estimate_layout
+from automodel_dist.findings import Finding
+from automodel_dist.layout import Layout
+from automodel_dist.planner import MAX_VPP, Enumerator, _pinned
+from automodel_dist.problem import Problem, TrainingSpec
+from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, layout_dispatcher, precision
+from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, OverrideSet
+from automodel_dist.targets.megatron_bridge.parse import megatron_layout
+from automodel_dist.targets.megatron_bridge.rules import check_overrides
+
+
+class MegatronSpace(Enumerator):
+    """Megatron-Bridge's domains over the shared enumeration."""
+
+    def strategies(self) -> list[str]:
+        return [DIST_OPTIMIZER]
+
+    def pps(self, strategy: str, tp: int) -> list[int]:
+        layers = self.p.model.num_layers
+        return _pinned(self.p.pins.pp, [d for d in self.divisors(self.W // tp) if d <= layers])
+
+    def eps(self, strategy: str, pp: int) -> list[int]:
+        model = self.p.model
+        natural = [e for e in self.divisors(self.W // pp)
+                   if e <= model.num_routed_experts and model.num_routed_experts % e == 0] if model.is_moe else [1]
+        return _pinned(self.p.pins.ep, natural)
+
+    def dprs(self, strategy: str, tp: int, cp: int, dp: int) -> list[int]:
+        return [1]
+
+    def vpps(self, pp: int) -> list[int]:
+        if pp == 1:
+            return [1] if self.p.pins.vpp is None or 1 in self.p.pins.vpp else []
+        natural = [v for v in range(1, MAX_VPP + 1) if pp * v <= self.p.model.num_layers]
+        return _pinned(self.p.pins.vpp, natural)
+
+    def acs(self, strategy: str) -> list[bool]:
+        return sorted(_pinned(self.p.pins.activation_checkpointing, [True, False]), reverse=True)
+
+    def dispatcher_options(self, ep: int) -> list[str | None]:
+        """The one dispatcher `choose.dispatcher_of` writes for this EP size (None for a dense model)."""
+        if ep not in self.dispatchers:
+            self.dispatchers[ep] = [layout_dispatcher(*dispatcher_of(self.p, ep)[:2]) if self.p.model.is_moe
+                                    else None]
+        return self.dispatchers[ep]
+
+    def fields(self, *, etp: int, **sizes: Any) -> dict:
+        tp, pp = sizes["tp"], sizes["pp"]
+        return {"world_size": self.W, "tp": tp, "pp": pp, "vpp": sizes["vpp"], "cp": sizes["cp"],
+                "ep": sizes["ep"], "etp": etp, "sequence_parallel": tp > 1,
+                "activation_checkpointing": sizes["activation_checkpointing"],
+                "global_batch_size": self.p.training.global_batch_size, "dispatcher": sizes["dispatcher"]}
+
+    def make(self, base: dict, local_batch_size: int, micro_batch_size: int) -> Layout:
+        return megatron_layout(**base, micro_batch_size=micro_batch_size)
+
+    def _batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
+        """Without PP, as AutoModel's (micro batches accumulate); with PP, one flush of global/DP samples."""
+        if pp == 1:
+            return super()._batches(pp, dp)
+        gbs = self.p.training.global_batch_size
+        if dp <= 0 or gbs % dp:
+            return []
+        local = gbs // dp
+        micro = [m for m in _pinned(self.p.pins.micro_batch_size, [2 ** i for i in range(local.bit_length())])
+                 if local % m == 0 and local // m >= pp]
+        return [(m, [local]) for m in micro]
+
+
+def problem_of(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec) -> Problem:
+    return Problem(model=model, cluster=cluster, training=training)
+
+
+def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec) -> list[Finding]:
+    """The Megatron rules on `layout` with the settings the emitter would write for it."""
+    settings, _ = decide(problem_of(model, cluster, training), layout)
+    return check_overrides(OverrideSet(layout, settings), model=model, cluster=cluster)
+
+
+def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
+    """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
+    reduced every micro batch, TP communication overlapped, the target's selective recompute, and the FP8
+    recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    fp8 = precision(problem)[0]
+    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=False,
+                         async_tp=layout.tp > 1,
+                         checkpointing="selective" if layout.activation_checkpointing else "none",
+                         fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
+
+
+def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
+    """The Megatron cost profile on the override set the emitter writes for `layout`."""
+    return estimate_layout(problem, layout, options=megatron_options(problem, layout))

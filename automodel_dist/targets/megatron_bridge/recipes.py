@@ -1,0 +1,77 @@
+"""Megatron-Bridge 0.6.2's pretrain recipe functions (megatron.bridge.recipes), by model preset.
+
+`comm_overlap` says whether the function builds a `CommOverlapConfig`: one that leaves
+`cfg.comm_overlap = None` cannot take `comm_overlap.*` overrides (Hydra: "Could not override
+'comm_overlap.overlap_moe_expert_parallel_comm'"), so the override set then leaves those keys out.
+Read from the installed package's recipe sources (tests/test_mbridge_oracle.py checks it on the recipes
+the oracle can build offline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automodel_dist.catalog.models import get_preset
+from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.errors import InputError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One recipe function and whether it builds a CommOverlapConfig."""
+
+    function: str
+    comm_overlap: bool
+
+
+# preset -> (function prefix, {task: builds a CommOverlapConfig}); the function is <prefix>_<task>_config.
+_FAMILY: dict[str, tuple[str, dict[str, bool]]] = {
+    "deepseek-v3": ("deepseek_v3", {"pretrain": True}),
+    "kimi-k2": ("kimi_k2", {"pretrain": True}),
+    "gpt-oss-20b": ("gpt_oss_20b", {"pretrain": False, "sft": False, "peft": False}),
+    "gpt-oss-120b": ("gpt_oss_120b", {"pretrain": False, "sft": False, "peft": False}),
+    "llama-3.1-8b": ("llama31_8b", {"pretrain": False, "sft": False, "peft": False}),
+    "llama-3.1-70b": ("llama31_70b", {"pretrain": True, "sft": False, "peft": False}),
+    "llama-3.1-405b": ("llama31_405b", {"pretrain": True, "sft": True, "peft": True}),
+    "llama-3.2-1b": ("llama32_1b", {"pretrain": False, "sft": False, "peft": False}),
+    "llama-3.2-3b": ("llama32_3b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen2.5-7b": ("qwen25_7b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen2.5-32b": ("qwen25_32b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen2.5-72b": ("qwen25_72b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen3-8b": ("qwen3_8b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen3-32b": ("qwen3_32b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen3-30b-a3b": ("qwen3_30b_a3b", {"pretrain": True, "sft": False, "peft": False}),
+    "qwen3-235b-a22b": ("qwen3_235b_a22b", {"pretrain": False, "sft": False, "peft": False}),
+    "qwen3-next-80b-a3b": ("qwen3_next_80b_a3b", {"pretrain": False, "sft": False, "peft": False}),
+}
+RECIPES: dict[tuple[str, str], Recipe] = {
+    (preset, task): Recipe(f"{prefix}_{task}_config", overlap)
+    for preset, (prefix, tasks) in _FAMILY.items() for task, overlap in tasks.items()
+}
+
+
+def _preset(model: ModelSpec) -> str:
+    try:
+        return get_preset(model.name).id
+    except InputError:
+        return model.name
+
+
+def recipe_for(model: ModelSpec, task: str = "pretrain") -> Recipe | None:
+    """The model's recipe function for the task (None when Megatron-Bridge ships none)."""
+    return RECIPES.get((_preset(model), task))
+
+
+def recipe_function(model: ModelSpec, task: str = "pretrain") -> str:
+    """The recipe function's name; InputError when Megatron-Bridge ships none for the model and task."""
+    recipe = recipe_for(model, task)
+    if recipe is None:
+        known = sorted(f"{preset} ({task})" for preset, task in RECIPES if preset == _preset(model)) or sorted(
+            {preset for preset, _ in RECIPES})
+        raise InputError(f"Megatron-Bridge 0.6.2 ships no {task} recipe for {model.name}", where="model",
+                         hint=f"recipes this target knows: {', '.join(known)}")
+    return recipe.function
+
+
+def preset_for_recipe(function: str) -> str | None:
+    return next((preset for (preset, _), recipe in RECIPES.items() if recipe.function == function), None)

@@ -1,0 +1,118 @@
+"""The sbatch script that runs a compiled Megatron-Bridge override set: the multi-node card's launch.
+
+srun-native (megatron-bridge.md §8): one task per GPU (`--ntasks-per-node` = GPUs per node), no torchrun
+inside a task; Megatron-Bridge derives RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from
+Slurm's variables, so the script sets none of them. The container (pyxis/enroot) gets the intent's image
+and mounts plus `--no-container-mount-home` (an srun flag, not an #SBATCH one); HF_HOME, UV_CACHE_DIR and
+NEMO_HOME sit on the shared run folder (never the container-local /root/.cache); secrets come from the
+submitting shell. Every value that reaches the script is validated (names) or shell-quoted (values).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from automodel_dist.errors import InputError, ValidationFailed
+from automodel_dist.findings import ERROR, Report
+from automodel_dist.launch.settings import launcher_settings
+from automodel_dist.targets.megatron_bridge.compile import MegatronCompileResult
+from automodel_dist.targets.megatron_bridge.rules import check_sbatch
+
+RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
+WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
+
+
+def _checked_identifier(value: str, what: str) -> str:
+    if not _IDENTIFIER.fullmatch(value):
+        raise InputError(f"{what} {value!r} is not a Python identifier", hint="e.g. deepseek_v3_pretrain_config")
+    return value
+
+
+def _checked_directive(value: str, what: str) -> str:
+    """#SBATCH lines cannot quote: a value with spaces, newlines or shell characters is refused."""
+    if not _DIRECTIVE_VALUE.fullmatch(value):
+        raise InputError(f"launcher.{what} {value!r} cannot go on an #SBATCH line",
+                         where=f"launcher.{what}", hint="letters, digits and _ . , : @ + = - only")
+    return value
+
+
+def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
+    """The sbatch script launching `result`'s override set (written beside it as `overrides_name`)."""
+    problem = result.problem
+    cluster = problem.cluster
+    nodes, gpus = cluster.nodes, cluster.gpus_per_node
+    settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
+    recipe = _checked_identifier(result.recipe_function, "recipe function")
+    job = _checked_directive(settings.job_name.replace("automodel-", "mbridge-", 1), "job_name")
+    header = [
+        "#!/bin/bash",
+        f"# Launch {recipe} ({problem.model.name}) on {nodes} x {gpus} {cluster.gpu.name} with Megatron-Bridge.",
+        f"#   layout {result.layout.short()}; overrides: {overrides_name} (the same key=value pairs as below)",
+        "# Written by automodel-dist compile --target megatron-bridge --launcher slurm. Submit: sbatch <this file>",
+        f"#SBATCH --job-name={job}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={gpus}",
+        f"#SBATCH --gpus-per-node={gpus}",
+        "#SBATCH --exclusive",
+        *[f"#SBATCH --{key}={_checked_directive(value, key)}" for key, value in
+          (("account", settings.account), ("partition", settings.partition), ("time", settings.time)) if value],
+        "#SBATCH --output=%x_%j.log",
+        "",
+        "set -euo pipefail",
+        "",
+        "# The layout was planned for this node count.",
+        f"if [ \"${{SLURM_NNODES:-0}}\" -ne {nodes} ]; then",
+        f"    echo \"error: the overrides are for {nodes} nodes x {gpus} GPUs, this job has ${{SLURM_NNODES:-no}} "
+        "nodes; recompile with hardware.nodes=${SLURM_NNODES:-N}\" >&2",
+        "    exit 1",
+        "fi",
+        "",
+        "# Shared storage every node mounts: the submit folder (caches, NEMO_HOME for packed data).",
+        "SHARED_DIR=\"${SLURM_SUBMIT_DIR:-$PWD}\"",
+        "export HF_HOME=\"$SHARED_DIR/hf_home\"",
+        "export UV_CACHE_DIR=\"$SHARED_DIR/uv_cache\"",
+        "export NEMO_HOME=\"$SHARED_DIR/nemo_home\"",
+        "",
+    ]
+    env = []
+    for name, value, why in result.env:
+        env += [f"# {why}", f"export {_checked_identifier(name, 'environment variable')}={shlex.quote(value)}"]
+    env.append("export NCCL_NVLS_ENABLE=0  # the multi-node card's training environment")
+    for name, value in settings.env:
+        env.append(f"export {_checked_identifier(name, 'environment variable')}={shlex.quote(value)}"
+                   "  # from the intent's launcher.env")
+    env += [
+        "# Secrets come from the submitting shell (sbatch passes its environment on); never write them here.",
+        "for secret in HF_TOKEN WANDB_API_KEY; do",
+        "    [ -n \"${!secret:-}\" ] || echo \"note: $secret is not set\" >&2",
+        "done",
+        "",
+        "# The override set, one key=value per argument (Hydra syntax, shell-quoted).",
+        "OVERRIDES=(",
+        *[f"    {shlex.quote(item)}" for item in result.hydra],
+        ")",
+        "",
+    ]
+    srun = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--export=ALL"]
+    if settings.container_image:
+        user_mounts = shlex.quote(",".join(settings.container_mounts) + ",") if settings.container_mounts else ""
+        srun += [f"--container-image={shlex.quote(settings.container_image)}",
+                 f"--container-mounts={user_mounts}\"$SHARED_DIR:$SHARED_DIR\"", f"--container-workdir={WORKDIR}",
+                 "--no-container-mount-home"]
+    else:
+        env.append("# No launcher.container_image in the intent: runs in the nodes' own environment from "
+                   f"{WORKDIR}.")
+        srun += [f"--chdir={WORKDIR}"]
+    run = [*srun, f"python {RUNNER} --recipe {recipe} \"${{OVERRIDES[@]}}\""]
+    body = ["# One task per GPU; Megatron-Bridge reads its rank, world size and rendezvous from Slurm (no torchrun).",
+            " \\\n    ".join(run)]
+    script = "\n".join(header + env + body) + "\n"
+    errors = [f for f in check_sbatch(script, gpus_per_node=gpus, multi_node=nodes > 1) if f.severity == ERROR]
+    if errors:  # never write a launch the target's own rules reject
+        raise ValidationFailed("the launch script breaks " + "; ".join(f"{f.rule}: {f.message}" for f in errors),
+                               report=Report(findings=errors))
+    return script
+

@@ -1,0 +1,131 @@
+"""The hardware-config card's tuned MoE layouts against what `compile --target megatron-bridge` picks.
+
+    python benchmarks/mbridge_tuned.py            # the markdown table the README carries
+
+For each measured row of Megatron-Bridge's MoE hardware-config card (reference/megatron-bridge.md §5:
+the first-answer rows and card.yaml's best_configs; forced load balancing, mock data), the intent with
+the row's model, GPUs, global batch and precision is compiled for the megatron-bridge target, and the
+card's own layout is estimated with the same cost model (pinned). Printed: both layouts and dispatchers,
+the predicted TFLOP/s/GPU of each and the published figure, and the predicted gap between the two
+layouts, which is what `explain --target megatron-bridge` shows for the choice.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from automodel_dist.errors import AutomodelDistError
+from automodel_dist.explain import error_band
+from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+from automodel_dist.targets.megatron_bridge.parse import megatron_layout
+from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned
+
+DSV3, Q235, Q30, QNEXT = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B",
+                          "Qwen/Qwen3-Next-80B-A3B-Instruct")
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One card row: model, GPU preset, GPUs, global/micro batch, precision; tp pp vpp ep; dispatcher; TFLOP/s."""
+
+    label: str
+    model: str
+    gpu: str
+    gpus: int
+    gbs: int
+    mbs: int
+    precision: str
+    tp: int
+    pp: int
+    vpp: int
+    ep: int
+    dispatcher: str
+    published: float | None
+
+
+ROWS = (
+    CardRow("DeepSeek-V3", DSV3, "h100-80gb", 1024, 8192, 1, "fp8", 2, 8, 4, 64, "deepep", 370),
+    CardRow("DeepSeek-V3", DSV3, "b200", 256, 4096, 1, "bf16", 1, 8, 4, 32, "deepep", 520),
+    CardRow("DeepSeek-V3", DSV3, "b200", 256, 8192, 1, "fp8", 1, 8, 2, 32, "deepep", 800),
+    CardRow("DeepSeek-V3", DSV3, "gb200-nvl72", 256, 8192, 1, "fp8", 1, 4, 4, 64, "hybridep", 1100),
+    CardRow("DeepSeek-V3", DSV3, "gb300-nvl72", 256, 8192, 1, "fp8", 1, 4, 4, 64, "hybridep", 1200),
+    CardRow("Qwen3-235B-A22B", Q235, "h100-80gb", 256, 8192, 1, "bf16", 2, 8, 4, 32, "alltoall", None),
+    CardRow("Qwen3-235B-A22B", Q235, "b200", 128, 2048, 2, "bf16", 2, 4, 12, 16, "deepep", 590),
+    CardRow("Qwen3-235B-A22B", Q235, "gb200-nvl72", 128, 1024, 1, "bf16", 1, 4, 1, 32, "hybridep", 700),
+    CardRow("Qwen3-30B-A3B", Q30, "h100-80gb", 16, 1024, 1, "bf16", 1, 1, 1, 16, "hybridep", 299.352),
+    CardRow("Qwen3-30B-A3B", Q30, "h100-80gb", 32, 256, 4, "bf16", 1, 1, 1, 8, "deepep", 210),
+    CardRow("Qwen3-Next-80B-A3B", QNEXT, "gb200-nvl72", 64, 1024, 2, "bf16", 1, 2, 4, 32, "hybridep", 330),
+)
+
+
+def intent(row: CardRow) -> dict:
+    per_node = 4 if row.gpu.startswith("gb") else 8
+    return {"model": row.model, "hardware": {"gpu": row.gpu, "nodes": row.gpus // per_node},
+            "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": row.gbs,
+                         "precision": row.precision}}
+
+
+def short(tp: int, pp: int, vpp: int, ep: int, mbs: int, recompute: bool = False) -> str:
+    return f"TP{tp} PP{pp}" + (f" VPP{vpp}" if vpp > 1 else "") + f" EP{ep} MBS{mbs}" + (" +rc" if recompute else "")
+
+
+def card_estimate(row: CardRow) -> str:
+    """The card's layout under the same rules and cost model (the cheaper of no recompute and selective)."""
+    problem = resolve_intent(load_intent(intent(row)))
+    best = None
+    for recompute in (False, True):
+        layout = megatron_layout(problem.cluster.world_size, tp=row.tp, pp=row.pp, vpp=row.vpp, ep=row.ep,
+                                 sequence_parallel=row.tp > 1, activation_checkpointing=recompute,
+                                 global_batch_size=row.gbs, micro_batch_size=row.mbs,
+                                 dispatcher="alltoall" if row.dispatcher == "alltoall" else row.dispatcher)
+        errors = [f.rule for f in check_planned(layout, model=problem.model, cluster=problem.cluster,
+                                                training=problem.training) if f.severity == "error"]
+        est = estimate_planned(problem, layout)
+        fits = est.memory_gib <= problem.cluster.gpu.hbm_gib * (1 - problem.memory_headroom)
+        if errors:
+            return f"breaks {', '.join(errors)}"
+        if fits and best is None:
+            best = (est, recompute)
+    if best is None:
+        return "predicted not to fit"
+    est, recompute = best
+    return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', +rc' if recompute else ''})"
+
+
+def main() -> None:
+    print("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
+          "compiled / card layout | Published | Compiled ÷ published | Cross-validated band |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in ROWS:
+        start = time.perf_counter()
+        card = short(row.tp, row.pp, row.vpp, row.ep, row.mbs) + f" ({row.dispatcher})"
+        try:
+            result = compile_megatron(intent(row))
+        except AutomodelDistError as exc:
+            print(f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {str(exc).splitlines()[0]} |"
+                  " | | | |")
+            continue
+        lay, s = result.layout, result.override.settings if result.override else None
+        dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
+        ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.activation_checkpointing)
+        same = "yes" if (lay.tp, lay.pp, lay.ep) == (row.tp, row.pp, row.ep) else "no"
+        predicted = result.estimate.tflops_per_gpu
+        published = f"{row.published:g}" if row.published else "remeasure"
+        ratio = f"{predicted / row.published:.2f}" if row.published else "-"
+        band = error_band(result)
+        within = "" if not row.published or band is None else (
+            " (within)" if abs(predicted / row.published - 1) <= band.median_abs_error else " (outside)")
+        band_text = f"±{band.median_abs_error:.0%} {band.group}{within}" if band else "none"
+        print(f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {ours} ({dispatcher}) | {same} | "
+              f"{predicted:.0f} / {card_estimate(row)} | {published} | {ratio} | {band_text} |")
+        print(f"compiled in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

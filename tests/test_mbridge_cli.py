@@ -1,0 +1,127 @@
+"""The CLI with --target megatron-bridge: compile (YAML, Hydra list, JSON, -o, --launcher slurm), validate
+(--recipe, exit codes, positions) and explain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from automodel_dist.cli import main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
+QWEN = str(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml")
+RECIPE = "qwen3_30b_a3b_sft_config"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compile_writes_yaml_hydra_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, yaml_text, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge")
+    assert code == 0 and yaml_text.startswith(f"# Megatron-Bridge overrides for {RECIPE}")
+    code, hydra, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "--format", "hydra")
+    lines = hydra.splitlines()
+    assert code == 0 and "model.expert_model_parallel_size=16" in lines
+    code, text, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "--format", "json")
+    data = json.loads(text)
+    assert data["hydra"] == lines and data["recipe_function"] == RECIPE and data["layout"]["etp"] == 1
+
+
+def test_launcher_writes_a_script_that_passes_shellcheck_and_validate(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    out = tmp_path / "run" / "overrides.yaml"
+    code, _, err = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out), "--launcher", "slurm")
+    assert code == 0, err
+    script = out.parent / "launch.sbatch"
+    text = script.read_text()
+    assert "#SBATCH --ntasks-per-node=8" in text and "torchrun --" not in text and "torch.distributed.run" not in text
+    assert f"--recipe {RECIPE}" in text and "'model.cuda_graph_scope=[" in text
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is installed by scripts/setup-env.sh"
+    result = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--recipe", RECIPE,
+                          "--nodes", "2", "--gpu", "h100-80gb", "--sbatch", str(script))
+    assert code == 0 and "0 error(s)" in report
+
+
+def test_validate_reports_megatrons_message_at_the_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  expert_model_parallel_size: 16\n  pipeline_model_parallel_size: 2\n"
+                    "comm_overlap:\n  overlap_moe_expert_parallel_comm: true\n")
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe",
+                          "deepseek_v3_pretrain_config", "--nodes", "2")
+    assert code == 1
+    assert "world_size (16) is not divisible by expert_tensor_model_pipeline_parallel size (32)" in report
+    assert "virtual_pipeline_model_parallel_size must be specified" in report
+    assert ":2:" in report  # the EP key's line
+
+
+@pytest.mark.parametrize(("argv", "text"), [
+    (["--target", "megatron-bridge"], "needs --recipe"),
+    (["--recipe", RECIPE], "add --target megatron-bridge"),
+])
+def test_validate_flag_mistakes_are_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str],
+                                              text: str) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n")
+    code, _, err = run(capsys, "validate", str(path), *argv)
+    assert code == 2 and text in err
+
+
+def test_a_value_of_the_wrong_type_is_bad_input_at_its_position(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: two\n")
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
+    assert code == 2 and "o.yaml:2:" in err and "expected a positive integer" in err
+
+
+def test_hydra_format_is_the_megatron_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compile", QWEN, "--format", "hydra")
+    assert code == 2 and "--target megatron-bridge" in err
+
+
+def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text, _ = run(capsys, "explain", QWEN, "training.task=pretrain", "--target", "megatron-bridge", "--top", "3")
+    assert code == 0
+    assert "winner: distributed_optimizer" in text
+    assert "comm_overlap.overlap_moe_expert_parallel_comm = True: every prerequisite holds" in text
+    assert "env CUDA_DEVICE_MAX_CONNECTIONS=32" in text
+    code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe has no overlap
+    assert code == 0 and "overlap_moe_expert_parallel_comm" not in text
+
+
+def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
+                       "megatron-bridge")
+    assert code == 2 and "ships no peft recipe" in err
+
+
+def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text(Path(QWEN).read_text() + "launcher:\n  account: \"acct; rm -rf ~\"\n")
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge", "-o",
+                       str(tmp_path / "run" / "o.yaml"), "--launcher", "slurm")
+    assert code == 2 and "account" in err  # the intent schema refuses it; _checked_directive guards the script
+    assert not (tmp_path / "run" / "launch.sbatch").exists()
+
+
+def test_automodel_only_pins_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compile", QWEN, "parallelism.strategy=fsdp2", "--target", "megatron-bridge")
+    assert code == 2 and "parallelism.strategy is an AutoModel choice" in err
+
+
+def test_a_size_past_the_limits_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  seq_length: 1000000000000000000\n")
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
+    assert code == 2 and "above the limit" in err and "o.yaml:2:" in err

@@ -1,0 +1,129 @@
+"""The Megatron-Bridge target: parse(emit(x)) == x (YAML and Hydra forms), compiled output passes the
+target's own rules, determinism, and the pieces the emitter decides (pipeline layouts, HCP sizes,
+dispatcher and precision by GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from automodel_dist.findings import ERROR
+from automodel_dist.targets.megatron_bridge.choose import hcp_sizes, pipeline_layout
+from automodel_dist.targets.megatron_bridge.compile import compile_megatron, validate_overrides
+from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_yaml
+from automodel_dist.targets.megatron_bridge.overrides import (
+    CP_COMM_TYPES,
+    CUDA_GRAPH_SCOPES,
+    PRECISIONS,
+    RECOMPUTE_MODULES,
+    MegatronSettings,
+    OverrideSet,
+)
+from automodel_dist.targets.megatron_bridge.parse import megatron_layout, parse_overrides
+from automodel_dist.targets.megatron_bridge.rules import check_overrides, expand_layout
+from automodel_dist.yamlio import load_document
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
+MOE_INTENTS = ["qwen3-30b-a3b-16xh100.yaml", "deepseek-v3-256xgb200.yaml", "qwen3-235b-a22b-128xgb200.yaml"]
+
+sizes = st.sampled_from([1, 2, 4, 8])
+settings_strategy = st.builds(
+    MegatronSettings,
+    cp_comm_type=st.sampled_from(CP_COMM_TYPES),
+    hierarchical_cp_sizes=st.none() | st.tuples(sizes, sizes),
+    pipeline_layout=st.none() | st.sampled_from(["Et*3|(tt|)*29m|L", "Et|tt|tt|tL"]),
+    dispatcher_type=st.sampled_from(["alltoall", "flex"]),
+    flex_backend=st.none() | st.sampled_from(["deepep", "hybridep"]),
+    shared_expert_overlap=st.booleans(), ep_overlap=st.booleans(), delay_wgrad=st.booleans(),
+    recompute_granularity=st.none() | st.sampled_from(["full", "selective"]),
+    recompute_method=st.none() | st.sampled_from(["uniform", "block"]),
+    recompute_num_layers=st.none() | st.integers(1, 4),
+    recompute_modules=st.none() | st.lists(st.sampled_from(RECOMPUTE_MODULES), max_size=3).map(tuple),
+    cuda_graph_impl=st.sampled_from(["none", "local", "transformer_engine"]),
+    cuda_graph_scope=st.lists(st.sampled_from(CUDA_GRAPH_SCOPES), max_size=3).map(tuple),
+    precision=st.sampled_from(PRECISIONS), tp_comm_overlap=st.booleans(), te_rng_tracker=st.booleans(),
+    check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
+    seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
+    account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
+    packed_sequence_size=st.none() | st.sampled_from([4096, 8192]),
+)
+
+
+@st.composite
+def override_sets(draw: st.DrawFn) -> OverrideSet:
+    tp, pp, cp, ep = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
+    vpp = draw(st.sampled_from([1, 2, 4])) if pp > 1 else 1
+    world = tp * pp * cp * draw(st.sampled_from([1, 2, 4]))
+    s = draw(settings_strategy)
+    moe = draw(st.booleans())
+    if s.recompute_granularity is None:
+        s = s.with_(recompute_modules=None)
+    if not s.comm_overlap:  # a recipe without a CommOverlapConfig takes no comm_overlap keys
+        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False)
+    if not moe:  # a dense model's override set leaves the MoE keys to the recipe
+        s = s.with_(dispatcher_type="alltoall", flex_backend=None, shared_expert_overlap=False, ep_overlap=False,
+                    delay_wgrad=False)
+    dispatcher = (s.flex_backend if s.dispatcher_type == "flex" and s.flex_backend else s.dispatcher_type) \
+        if moe else None
+    layout = megatron_layout(world, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=draw(st.sampled_from([1, 2])),
+                             sequence_parallel=draw(st.booleans()), global_batch_size=draw(st.sampled_from([64, 1024])),
+                             micro_batch_size=draw(st.sampled_from([1, 2])),
+                             activation_checkpointing=s.recompute_granularity is not None, dispatcher=dispatcher)
+    return OverrideSet(layout, s)
+
+
+@given(override_sets())
+def test_yaml_and_hydra_round_trip(x: OverrideSet) -> None:
+    text = override_yaml(x, {})
+    assert parse_overrides(load_document(text), world_size=x.layout.world_size) == x
+    assert parse_overrides(hydra_overrides(x), world_size=x.layout.world_size) == x
+
+
+@pytest.mark.parametrize("name", MOE_INTENTS)
+def test_compiled_override_set_round_trips_and_passes_its_rules(name: str) -> None:
+    result = compile_megatron(EXAMPLES / name)
+    again = parse_overrides(load_document(result.yaml), world_size=result.layout.world_size)
+    assert again == result.override
+    assert parse_overrides(list(result.hydra), world_size=result.layout.world_size) == result.override
+    problem = result.problem
+    errors = [f for f in check_overrides(result.override, model=problem.model, cluster=problem.cluster)
+              if f.severity == ERROR]
+    assert errors == []
+    report = validate_overrides(result.yaml, recipe=result.recipe_function, world_size=problem.cluster.world_size,
+                                gpus_per_node=problem.cluster.gpus_per_node, gpu=problem.cluster.gpu.name)
+    assert report.ok, report.errors
+    assert compile_megatron(EXAMPLES / name).yaml == result.yaml  # determinism
+
+
+def test_every_value_has_a_why_comment() -> None:
+    result = compile_megatron(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml")
+    body = [line for line in result.yaml.splitlines() if not line.startswith("#") and ":" in line]
+    leaves = [line for line in body if not line.rstrip().endswith(":") and not line.strip().startswith("- ")]
+    assert leaves and all("#" in line for line in leaves), [line for line in leaves if "#" not in line]
+
+
+def test_deepseek_layout_string_matches_the_card() -> None:
+    assert pipeline_layout(61, 8, 4, 1) == "Et*3|(tt|)*29m|L"
+    assert pipeline_layout(48, 4, 2, None) is None  # even split: no layout
+    text = pipeline_layout(61, 4, 4, 1)
+    assert text is not None
+    stages = expand_layout(text)
+    assert len(stages) == 16 and "".join(stages).count("t") == 61 and stages[-2] == "m"
+
+
+def test_hcp_sizes_keep_the_a2a_group_in_the_domain() -> None:
+    assert hcp_sizes(16, 1, 8) == (8, 2)
+    assert hcp_sizes(16, 2, 8) == (4, 4)
+
+
+def test_gpu_generation_picks_dispatcher_and_precision() -> None:
+    gb200 = compile_megatron(EXAMPLES / "deepseek-v3-256xgb200.yaml", ["training.precision=fp8"])
+    s = gb200.override.settings
+    assert (s.dispatcher_type, s.flex_backend, s.precision) == ("flex", "hybridep", "bf16_with_mxfp8_mixed")
+    assert ("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", "72") in [(n, v) for n, v, _ in gb200.env] or any(
+        n == "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" for n, _, _ in gb200.env)
+    h100 = compile_megatron(EXAMPLES / "deepseek-v3-1024xh100.yaml", ["training.precision=fp8"])
+    assert h100.override.settings.precision == "bf16_with_fp8_subchannel_scaling_mixed"
