@@ -191,7 +191,7 @@ def read_text_file(path: str | Path, *, what: str, expected: str) -> str:
         if stat.S_ISDIR(info.st_mode):
             raise InputError(f"{what} path is a directory", where=filename, hint=f"pass {expected}")
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{what} is not a regular file (it is a {_file_kind(info.st_mode)})", where=filename,
+            raise InputError(f"{what} is not a regular file (it is a {file_kind(info.st_mode)})", where=filename,
                              hint=f"pass {expected}; pipes, devices and sockets are not read")
         if info.st_size > MAX_FILE_BYTES:
             raise _too_big(what, filename, f"{info.st_size:,} bytes")
@@ -229,7 +229,8 @@ def _too_big(what: str, filename: str, size: str) -> InputError:
                       "few KiB)", where=filename, hint=f"pass the {what} itself, not a larger file")
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words (for messages refusing to read or write it)."""
     kinds = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISCHR, "character device"),
              (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
     return next((name for test, name in kinds if test(mode)), "special file")

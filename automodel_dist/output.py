@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from automodel_dist.errors import InputError
+from automodel_dist.limits import file_kind
 from automodel_dist.textsafe import first_unsafe
 
 RECIPE_MARKER = "AutoModel recipe compiled by automodel-dist"
@@ -137,7 +138,7 @@ def _check_target(target: Path, inputs: Sequence[Path], force: bool) -> None:
         raise InputError(f"cannot write {target}: it is a folder", where=str(target),
                          hint="pass the path of a file, e.g. run/recipe.yaml")
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"refusing to write {target}: it is not a regular file (a FIFO, socket or device)",
+        raise InputError(f"refusing to write {target}: it is not a regular file (it is a {file_kind(info.st_mode)})",
                          where=str(target), hint="write the output to a regular file")
     if not force and not is_generated(target):
         raise InputError(f"refusing to overwrite {target}: it exists and automodel-dist did not write it",
