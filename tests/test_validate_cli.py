@@ -314,3 +314,24 @@ def test_schema_needs_a_name_or_a_folder(tmp_path: Path, capsys: pytest.CaptureF
     (tmp_path / "file").write_text("", encoding="utf-8")
     assert main(["schema", "--write", str(tmp_path / "file")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_deepep_is_judged_against_a_gpu_only_when_one_is_given(tmp_path: Path) -> None:
+    """Without --gpu the GPU is nominal (no compute capability): the dispatcher is noted as unchecked, not
+    called unable to run; with a GB200 rack it is the rule's warning, with H100 nodes nothing."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
+        "model:\n  _target_: nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained\n"
+        "  pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B\n"
+        "  backend:\n    _target_: nemo_automodel.components.models.common.BackendConfig\n    dispatcher: deepep\n"
+        "distributed:\n  strategy: fsdp2\n  ep_size: 16\n"
+        "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n", encoding="utf-8")
+
+    def rules(gpu: str | None, gpus_per_node: int) -> set[str]:
+        report = validate_recipe(recipe, world_size=16, gpus_per_node=gpus_per_node, gpu=gpu)
+        return {f.rule for f in report.errors + report.warnings}
+
+    assert "moe-dispatcher-gpu" not in rules(None, 8)
+    assert "moe-dispatcher-gpu" not in rules("h100-80gb", 8)
+    assert "moe-dispatcher-gpu" in rules("gb200-nvl72", 4)

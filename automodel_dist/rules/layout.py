@@ -9,7 +9,7 @@ from __future__ import annotations
 from math import gcd
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
-from automodel_dist.dispatcher import dispatcher_runs_on, ep_group_in_domain
+from automodel_dist.dispatcher import capability_major, dispatcher_runs_on, ep_group_in_domain
 from automodel_dist.findings import Finding
 from automodel_dist.layout import (
     INTER_NODE_DISPATCHERS,
@@ -408,7 +408,10 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, model: ModelSpec | Non
             "all-to-all then runs over the inter-node network",
             hint=_ep_domain_hint(layout, domain, model)))
     gpu = cluster.gpu
-    if layout.ep > 1 and layout.dispatcher == "deepep" and not dispatcher_runs_on("deepep", gpu, node):
+    # A GPU without a compute capability is validate's nominal one (no --gpu): nothing to judge DeepEP by.
+    known_gpu = capability_major(gpu.compute_capability) > 0
+    if (layout.ep > 1 and layout.dispatcher == "deepep" and known_gpu
+            and not dispatcher_runs_on("deepep", gpu, node)):
         out.append(r.DISPATCHER_GPU.finding(
             f"dispatcher deepep on {gpu.name}: DeepEP's kernels do not run on NVL{gpu.nvlink_domain} racks",
             hint="set model.backend.dispatcher: hybridep (the rack-scale NVLink dispatcher)"))
