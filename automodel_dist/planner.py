@@ -318,7 +318,7 @@ class Enumerator:
     def strategies(self) -> list[str]:
         return _pinned(self.p.pins.strategy, STRATEGIES)
 
-    def expert_options(self, strategy: str, pp: int) -> list[tuple[int, int]]:
+    def expert_options(self, strategy: str, pp: int, tp: int) -> list[tuple[int, int]]:
         """(ep, etp) pairs; AutoModel has no expert tensor parallelism."""
         return [(ep, 1) for ep in self.eps(strategy, pp)]
 
@@ -339,7 +339,7 @@ class Enumerator:
                     for cp in self.cps(strategy, tp, pp):
                         denom = tp * cp * (1 if strategy == "megatron_fsdp" else pp)
                         dp = self.W if strategy == "ddp" else self.W // denom
-                        for (ep, etp), dpr, vpp, ac in product(self.expert_options(strategy, pp),
+                        for (ep, etp), dpr, vpp, ac in product(self.expert_options(strategy, pp, tp),
                                                                self.dprs(strategy, tp, cp, dp),
                                                                self.vpps(pp), self.acs(strategy)):
                             for dispatcher in self.dispatcher_options(ep):

@@ -256,7 +256,7 @@ ROWS: tuple[CalibrationRow, ...] = (
               tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
               notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated"),
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
-              {"ep": 16, "local_batch_size": 1, "dispatcher": "torch"}, 4096, 1024,
+              {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
               notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated"),
     _megatron("MB Qwen3-30B-A3B 32xH100 EP8 full recompute", MB_HW, 32,
@@ -343,6 +343,15 @@ def _size(cell: str) -> int:
     return 1 if cell in ("", "n/a", "-") else int(cell)
 
 
+def _mb_dispatcher(model: str, gpu: str) -> str:
+    """The dispatcher a Megatron-Bridge performance row ran: HybridEP on NVL72, DeepEP on 8-GPU nodes, but
+    Qwen3-235B on H100, whose canonical recipe is `alltoall` with overlap (MB_HW, MB_DISPATCH: "Qwen3 235B: H100
+    recipe alltoall + overlap")."""
+    if gpu.startswith("gb"):
+        return "hybridep"
+    return "alltoall" if (model, gpu) == ("Qwen3_235B_a22B", "h100") else "deepep"
+
+
 def _mb_row(r: dict[str, str]) -> CalibrationRow:
     tp, pp, cp, vp, ep = (_size(r[k]) for k in ("tp", "pp", "cp", "vp", "ep"))
     gpus, gbs, mbs = int(r["gpus"]), int(r["gbs"]), int(r["mbs"])
@@ -361,7 +370,7 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
     if pp > 1:
         layout |= {"vpp": vp, "pp_schedule": "interleaved1f1b" if vp > 1 else "1f1b"}
     if ep > 1:
-        layout["dispatcher"] = "hybridep" if gpu.startswith("gb") else "deepep"
+        layout["dispatcher"] = _mb_dispatcher(r["model"], gpu)
     notes = "; ".join(x for x in (r["notes"], f"FSDP {'on' if r['fsdp'] == '1' else 'off (distributed optimizer)'}")
                       if x)
     return CalibrationRow(

@@ -176,7 +176,8 @@ class RecipeOptions:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
     `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
     cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
-    "rowwise", "blockwise", "mxfp8").
+    "rowwise", "blockwise", "mxfp8"). `ep_overlap`: the recipe turns on the stack's EP overlap (Megatron's
+    `overlap_moe_expert_parallel_comm`; only where its schedule allows, `throughput.ep_overlap_on`).
     """
 
     checkpointing: str | None = None
@@ -187,6 +188,7 @@ class RecipeOptions:
     async_tp: bool = False
     framework: str = "automodel"
     fp8_recipe: str = "tensorwise"
+    ep_overlap: bool = True
 
     @property
     def reduce_bytes(self) -> int:
@@ -231,7 +233,7 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     fsdp = 1 if ddp else (layout.dp_shard or 1) * (layout.cp or 1)
     expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
     weight_bytes = FP32 if options.master_weights == "fp32" else BF16
-    experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
+    experts_per_rank = shape.num_experts / ep / max(layout.etp, 1) if ep > 1 else shape.num_experts / tp
     head = (shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)) + shape.final_norm_params
     # weights this rank holds before FSDP sharding (TP-split), then its shards
     outer = (shape.embedding_params if load.embedding else 0) + (head if load.head else 0)

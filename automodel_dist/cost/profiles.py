@@ -58,7 +58,9 @@ class Physics:
     quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
     `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
     activations, MoE permutes) over a training step; `attention_efficiency` is fused attention's share of the
-    stack's large-GEMM efficiency (its backward especially runs below the GEMMs').
+    stack's large-GEMM efficiency (its backward especially runs below the GEMMs'); `alltoall_efficiency` is
+    the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL all-to-all, one copy per
+    routed expert) reaches.
     """
 
     gemm_tokens: float
@@ -69,6 +71,7 @@ class Physics:
     fp8_overhead_width: float
     elementwise_bytes: float
     attention_efficiency: float
+    alltoall_efficiency: float
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _from_json(data: dict) -> Parameters:
         gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
         fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
-        attention_efficiency=values["attention_efficiency"],
+        attention_efficiency=values["attention_efficiency"], alltoall_efficiency=values["alltoall_efficiency"],
     )
     profiles = {}
     for name in FRAMEWORKS:

@@ -171,7 +171,34 @@ def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggre
     return min(nvlink, per_domain * gpu.internode_gbps * 1e9 * INTERNODE_EFFICIENCY)
 
 
-def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: float, domain: int) -> float:
+def dispatched_tokens(layout: Layout, mb_tokens: float) -> float:
+    """Tokens one rank routes per micro batch: sequence parallelism leaves each TP rank its 1/tp share."""
+    return mb_tokens / (layout.tp or 1) if layout.sequence_parallel else mb_tokens
+
+
+def ep_overlap_on(layout: Layout, options: RecipeOptions) -> bool:
+    """Whether the stack's EP overlap runs: the recipe asks for it and the schedule allows it. Megatron overlaps
+    one micro batch's dispatch/combine with another's compute in its combined 1F1B, which needs the interleaved
+    schedule under PP and no full recompute (megatron-bridge.md §1)."""
+    if not options.ep_overlap:
+        return False
+    if (layout.pp or 1) > 1 and (layout.vpp or 1) <= 1:
+        return False
+    return checkpointing_mode(layout, options) != "full"
+
+
+def _dispatch_rate(physics: Physics, dispatcher: str | None) -> float:
+    """Achieved share of the link bandwidth of a dispatcher: flex kernels, Megatron's NCCL all-to-all
+    (fitted), or torch's DTensor path."""
+    if dispatcher in FLEX_DISPATCHERS:
+        return FLEX_DISPATCH_EFFICIENCY
+    if dispatcher == "alltoall":
+        return physics.alltoall_efficiency
+    return TORCH_DISPATCH_EFFICIENCY
+
+
+def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: float, domain: int,
+                      physics: Physics) -> float:
     """Seconds of one MoE dispatch (or combine) of `tokens` tokens per GPU over `layout.ep` ranks.
 
     Each token goes to top_k experts spread evenly over the EP ranks (balanced routing). Copies to ranks
@@ -181,7 +208,7 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
     ep, k = layout.ep, shape.top_k
     token_bytes = shape.hidden * 2
     flex = layout.dispatcher in FLEX_DISPATCHERS
-    rate = FLEX_DISPATCH_EFFICIENCY if flex else TORCH_DISPATCH_EFFICIENCY
+    rate = _dispatch_rate(physics, layout.dispatcher)
     local_ranks = min(ep, domain)
     local_copies = k * (local_ranks - 1) / ep
     remote_copies = k * (ep - local_ranks) / ep
@@ -243,7 +270,7 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     compute) is what CP's ring exchange can hide behind."""
     params = params or parameters()
     physics, profile = params.physics, params.profile(options.framework)
-    tp, cp, ep = layout.tp or 1, layout.cp or 1, layout.ep or 1
+    tp, cp, ep, etp = layout.tp or 1, layout.cp or 1, layout.ep or 1, max(layout.etp, 1)
     seq = training.seq_length
     tokens_per_gpu = training.global_batch_size * seq / (layout.world_size or 1)
     mb_tokens = micro_batch_tokens(layout, seq)
@@ -265,9 +292,10 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     if fp8:
         linear_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, dense_width)
     if experts:
-        # grouped GEMMs: each local expert sees micro-batch tokens x top-k x ep / experts tokens
-        expert_tokens = mb_tokens * shape.top_k * ep / shape.num_experts
-        expert_width = shape.expert_width / (1 if ep > 1 else tp)
+        # grouped GEMMs: each local expert sees the tokens its EP x ETP group dispatches to it: every rank of
+        # the group dispatches its own micro-batch share (a TP rank's 1/tp of it under sequence parallelism)
+        expert_tokens = dispatched_tokens(layout, mb_tokens) * shape.top_k * ep * etp / shape.num_experts
+        expert_width = shape.expert_width / (etp if ep > 1 else tp)
         expert_rate = peak * physics.grouped_gemm_efficiency * gemm_efficiency(physics, expert_tokens, expert_width)
         expert_time = experts / expert_rate
         if fp8:
@@ -343,11 +371,15 @@ def time_breakdown(
 
     ep_comm = 0.0
     if ep > 1 and shape.moe_layers:
-        # sequence parallelism leaves each TP rank its share of the tokens to dispatch
-        dispatched = mb_tokens / tp if layout.sequence_parallel else mb_tokens
-        ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
-            shape, layout, gpu, dispatched, nvlink_domain
-        ) * (1.0 - profile.ep_overlap)  # dispatch + combine per forward and backward pass, less what overlaps
+        dispatched = dispatched_tokens(layout, mb_tokens)
+        per_pass = _dispatch_seconds(shape, layout, gpu, dispatched, nvlink_domain, params.physics)
+        etp = max(layout.etp, 1)
+        if etp > 1:  # the ETP group all-gathers the dispatched copies and reduce-scatters the expert outputs
+            copies = dispatched * shape.top_k * shape.hidden * 2 * (etp - 1)
+            per_pass += copies / _bandwidth(gpu, etp, etp, nvlink_domain, aggregate=False)
+        ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * per_pass
+        if ep_overlap_on(layout, options):  # dispatch + combine per forward and backward pass, less what overlaps
+            ep_comm *= 1.0 - profile.ep_overlap
 
     cp_comm = 0.0
     if cp > 1:

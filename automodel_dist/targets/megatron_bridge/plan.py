@@ -3,7 +3,7 @@
 The same planner walks it (`planner.plan(..., space=MegatronSpace)`); only the domains differ from
 AutoModel's: one strategy (Megatron's DDP with the distributed optimizer; no FSDP2 or HSDP), PP need not
 divide the layers (a pipeline layout string places them), EP·ETP must divide the ranks of one stage
-(Megatron folds the expert mesh over TP·CP·DP), ETP stays 1 (the skills: "rarely used"), recompute is
+(Megatron folds the expert mesh over TP·CP·DP), ETP divides TP (the skills: "rarely used"), recompute is
 selective or none, and with PP a step's whole per-rank batch goes through one pipeline flush. Every
 candidate is judged with the settings the emitter would write for it (`choose.decide`), so the
 compiler never writes what `validate --target megatron-bridge` rejects.
@@ -42,6 +42,13 @@ class MegatronSpace(Enumerator):
         natural = [e for e in self.divisors(self.W // pp)
                    if e <= model.num_routed_experts and model.num_routed_experts % e == 0] if model.is_moe else [1]
         return _pinned(self.p.pins.ep, natural)
+
+    def expert_options(self, strategy: str, pp: int, tp: int) -> list[tuple[int, int]]:
+        """(ep, etp): expert tensor parallelism up to the dense TP (an expert split no wider than the
+        attention's, inside its NVLink group); EP x ETP must divide a stage's ranks."""
+        stage = self.W // pp
+        return [(ep, etp) for ep in self.eps(strategy, pp)
+                for etp in (self.divisors(tp) if ep > 1 else [1]) if stage % (ep * etp) == 0]
 
     def dprs(self, strategy: str, tp: int, cp: int, dp: int) -> list[int]:
         return [1]
@@ -97,11 +104,12 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
-    reduced every micro batch, TP communication overlapped, the target's selective recompute, and the FP8
-    recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    reduced every micro batch, TP communication overlapped, the target's selective recompute, EP overlap where
+    `decide` writes it, and the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py
+    describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=False,
-                         async_tp=layout.tp > 1,
+                         async_tp=layout.tp > 1, ep_overlap=decide(problem, layout)[0].ep_overlap,
                          checkpointing="selective" if layout.activation_checkpointing else "none",
                          fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
 
