@@ -132,7 +132,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               model: str | dict[str, Any] = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none",
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
-              gpu: str = "h100", notes: str) -> CalibrationRow:
+              gpu: str = "h100", notes: str, excluded: str = "") -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -141,7 +141,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
-        memory_role="held-out", notes=notes,
+        memory_role="held-out", notes=notes, excluded=excluded,
     )
 
 
@@ -258,7 +258,8 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
-              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated"),
+              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated",
+              excluded="a 5-step availability smoke (permute fusion off), not a steady-state measurement"),
     _megatron("MB Qwen3-30B-A3B 32xH100 EP8 full recompute", MB_HW, 32,
               {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
               4096, 256, checkpointing="full", tflops=210,

@@ -177,7 +177,7 @@ class RecipeOptions:
     `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
     cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
     "rowwise", "blockwise", "mxfp8"). `ep_overlap`: the recipe turns on the stack's EP overlap (Megatron's
-    `overlap_moe_expert_parallel_comm`; only where its schedule allows, `throughput.ep_overlap_on`).
+    `overlap_moe_expert_parallel_comm`, which its target writes only where every prerequisite holds).
     """
 
     checkpointing: str | None = None

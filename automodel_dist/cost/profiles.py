@@ -28,7 +28,8 @@ class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
     `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs and fused attention.
-    `ep_overlap`: share of the MoE dispatch/combine hidden behind compute (Megatron's EP overlap; AutoModel
+    `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
+    runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `interleave_kept`: share of interleaving's bubble reduction the
     pipeline runtime keeps (torch.distributed.pipelining blocks on receives; Megatron's schedules keep it
     all). `tp_exposed`: share of TP collectives left exposed with async TP / TP comm overlap.

@@ -176,17 +176,6 @@ def dispatched_tokens(layout: Layout, mb_tokens: float) -> float:
     return mb_tokens / (layout.tp or 1) if layout.sequence_parallel else mb_tokens
 
 
-def ep_overlap_on(layout: Layout, options: RecipeOptions) -> bool:
-    """Whether the stack's EP overlap runs: the recipe asks for it and the schedule allows it. Megatron overlaps
-    one micro batch's dispatch/combine with another's compute in its combined 1F1B, which needs the interleaved
-    schedule under PP and no full recompute (megatron-bridge.md §1)."""
-    if not options.ep_overlap:
-        return False
-    if (layout.pp or 1) > 1 and (layout.vpp or 1) <= 1:
-        return False
-    return checkpointing_mode(layout, options) != "full"
-
-
 def _dispatch_rate(physics: Physics, dispatcher: str | None) -> float:
     """Achieved share of the link bandwidth of a dispatcher: flex kernels, Megatron's NCCL all-to-all
     (fitted), or torch's DTensor path."""
@@ -378,8 +367,11 @@ def time_breakdown(
             copies = dispatched * shape.top_k * shape.hidden * 2 * (etp - 1)
             per_pass += copies / _bandwidth(gpu, etp, etp, nvlink_domain, aggregate=False)
         ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * per_pass
-        if ep_overlap_on(layout, options):  # dispatch + combine per forward and backward pass, less what overlaps
-            ep_comm *= 1.0 - profile.ep_overlap
+        # With EP overlap on (Megatron's prerequisites, e.g. VPP under PP, are the target's rules: `choose.decide`
+        # sets the option) one micro batch's dispatch/combine runs during another's compute: it hides behind up to
+        # the profile's share of the compute, and what exceeds that stays exposed.
+        if options.ep_overlap:
+            ep_comm = max(0.0, ep_comm - profile.ep_overlap * (compute + recompute))
 
     cp_comm = 0.0
     if cp > 1:
