@@ -39,7 +39,7 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost import profiles, throughput
 from automodel_dist.cost.memory import RecipeOptions, memory_breakdown
-from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.model import estimate_layout, framework_memory
 from automodel_dist.cost.profiles import Parameters
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
@@ -117,15 +117,16 @@ _TIMING: dict[str, tuple] = {}
 
 def _resolve_options(row: CalibrationRow) -> RecipeOptions:
     """The row's recipe settings. Recompute the source does not state ("auto": Megatron-Bridge's tables) is
-    the least that fits the GPU (none, then selective, then full): its recipes are tuned to that."""
+    the least that fits the GPU (none, then selective, then full) as the row's stack holds memory: its recipes
+    are tuned to that."""
     if row.checkpointing != "auto":
         return _options(row, row.checkpointing)
     problem, layout = problem_and_layout(row)
     shape = model_shape(problem.model, problem.training)
     for mode in ("none", "selective", "full"):
         opts = _options(row, mode)
-        mem = memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
-                               options=opts)
+        mem = framework_memory(memory_breakdown(shape, layout, problem.training,
+                                                nvlink_domain=problem.cluster.nvlink_domain, options=opts), opts)
         if sum(mem.values()) <= problem.cluster.gpu.hbm_gib:
             return opts
     return opts

@@ -32,10 +32,13 @@ MEGATRON_ACTIVATION_SHARE = 0.5
 
 
 def framework_memory(mem: dict[str, float], options: RecipeOptions) -> dict[str, float]:
-    """The shared memory breakdown as the options' stack holds it (only Megatron's activations differ)."""
+    """The shared memory breakdown as the options' stack holds it (only Megatron's activations differ, and
+    the allocator's fragmentation, a share of the transient memory, shrinks with them)."""
     if options.framework != "megatron":
         return mem
-    return {**mem, "activations": mem["activations"] * MEGATRON_ACTIVATION_SHARE}
+    saved = mem["activations"] * (1.0 - MEGATRON_ACTIVATION_SHARE)
+    return {**mem, "activations": mem["activations"] - saved,
+            "fragmentation": max(0.0, mem["fragmentation"] - memory.FRAGMENTATION * saved)}
 
 
 def memory_limit_gib(problem: Problem) -> float:
