@@ -132,7 +132,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               model: str | dict[str, Any] = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none",
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
-              gpu: str = "h100", notes: str, excluded: str = "") -> CalibrationRow:
+              gpu: str = "h100", notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -141,7 +141,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
-        memory_role="held-out", notes=notes, excluded=excluded,
+        memory_role="held-out", notes=notes,
     )
 
 
@@ -258,8 +258,7 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
-              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated",
-              excluded="a 5-step availability smoke (permute fusion off), not a steady-state measurement"),
+              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated"),
     _megatron("MB Qwen3-30B-A3B 32xH100 EP8 full recompute", MB_HW, 32,
               {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
               4096, 256, checkpointing="full", tflops=210,
@@ -344,15 +343,6 @@ def _size(cell: str) -> int:
     return 1 if cell in ("", "n/a", "-") else int(cell)
 
 
-def _mb_dispatcher(model: str, gpu: str) -> str:
-    """The dispatcher a Megatron-Bridge performance row ran: HybridEP on NVL72, DeepEP on 8-GPU nodes, but
-    Qwen3-235B on H100, whose canonical recipe is `alltoall` with overlap (MB_HW, MB_DISPATCH: "Qwen3 235B: H100
-    recipe alltoall + overlap")."""
-    if gpu.startswith("gb"):
-        return "hybridep"
-    return "alltoall" if (model, gpu) == ("Qwen3_235B_a22B", "h100") else "deepep"
-
-
 def _mb_row(r: dict[str, str]) -> CalibrationRow:
     tp, pp, cp, vp, ep = (_size(r[k]) for k in ("tp", "pp", "cp", "vp", "ep"))
     gpus, gbs, mbs = int(r["gpus"]), int(r["gbs"]), int(r["mbs"])
@@ -371,7 +361,7 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
     if pp > 1:
         layout |= {"vpp": vp, "pp_schedule": "interleaved1f1b" if vp > 1 else "1f1b"}
     if ep > 1:
-        layout["dispatcher"] = _mb_dispatcher(r["model"], gpu)
+        layout["dispatcher"] = "hybridep" if gpu.startswith("gb") else "deepep"
     notes = "; ".join(x for x in (r["notes"], f"FSDP {'on' if r['fsdp'] == '1' else 'off (distributed optimizer)'}")
                       if x)
     return CalibrationRow(
