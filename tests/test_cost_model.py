@@ -80,9 +80,9 @@ def test_peft_means_less_optimizer_and_gradient_memory():
     assert lora.memory["gradients"] < full.memory["gradients"] / 50
     # LoRA's backward skips the frozen weights' gradients: 4 FLOPs per weight instead of 6, run at the
     # profile's fitted LoRA efficiency (its thin adapter GEMMs cost time but no counted FLOPs); the
-    # memory-bound elementwise work stays
+    # memory-bound elementwise work stays (unscaled, so the lower bound is the smaller of the two scalings)
     peft = parameters().profile("automodel").peft_efficiency
-    assert full.time["compute"] * 4 / 6 / peft < lora.time["compute"] < full.time["compute"] / peft
+    assert full.time["compute"] * min(4 / 6 / peft, 1.0) < lora.time["compute"] < full.time["compute"] / peft
 
 
 def test_fp8_is_faster_but_not_on_gpus_without_fp8_tensor_cores():
