@@ -298,7 +298,10 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     fp32_master = options.master_weights == "fp32"
     reduce_bytes = options.reduce_bytes
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
-    deferred = (options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1
+    # Megatron's DDP with the distributed optimizer keeps every local weight in bf16 and a full gradient
+    # buffer for the whole step, however many micro batches it runs
+    persistent = layout.strategy == "distributed_optimizer"
+    deferred = persistent or ((options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1)
     keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
 
     tokens = micro_batch_tokens(layout, training.seq_length)

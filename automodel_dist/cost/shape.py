@@ -142,6 +142,11 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     window = min(spec.sliding_window or seq, seq / 2)
     full_layers = spec.full_attention_layers - spec.sliding_window_layers
     attention_flops = 6.0 * (q + v_out) * (full_layers * seq / 2 + spec.sliding_window_layers * window)
+    # Gated DeltaNet's chunked delta rule: per value head four (key x value) state products per token
+    # (K K^T, V K^T, the state update and S q; Megatron-Core's FLOPs formula counts the same), run by the
+    # attention-like kernels, not the GEMMs
+    attention_flops += 6.0 * 4 * spec.linear_attention_layers * spec.linear_num_value_heads * (
+        spec.linear_key_head_dim * spec.linear_value_head_dim)
     linear = 6.0 * pc.attention_per_layer
     dense_layer_flops = linear + 6.0 * pc.dense_mlp_per_layer
     moe_layer_flops = linear + 6.0 * (pc.shared_per_moe_layer + pc.router_per_moe_layer)

@@ -104,11 +104,11 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
-    reduced every micro batch, TP communication overlapped, the target's selective recompute, EP overlap where
+    accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication overlapped, the target's selective recompute, EP overlap where
     `decide` writes it, and the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py
     describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
-    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=False,
+    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=decide(problem, layout)[0].ep_overlap,
                          checkpointing="selective" if layout.activation_checkpointing else "none",
                          fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
