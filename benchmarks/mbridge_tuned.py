@@ -71,8 +71,9 @@ def intent(row: CardRow) -> dict:
                          "precision": row.precision}}
 
 
-def short(tp: int, pp: int, vpp: int, ep: int, mbs: int, recompute: bool = False) -> str:
-    return f"TP{tp} PP{pp}" + (f" VPP{vpp}" if vpp > 1 else "") + f" EP{ep} MBS{mbs}" + (" +rc" if recompute else "")
+def short(tp: int, pp: int, vpp: int, ep: int, mbs: int, recompute: bool = False, etp: int = 1) -> str:
+    return (f"TP{tp} PP{pp}" + (f" VPP{vpp}" if vpp > 1 else "") + f" EP{ep}" + (f" ETP{etp}" if etp > 1 else "")
+            + f" MBS{mbs}" + (" +rc" if recompute else ""))
 
 
 def card_estimate(row: CardRow) -> str:
@@ -98,33 +99,45 @@ def card_estimate(row: CardRow) -> str:
     return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', +rc' if recompute else ''})"
 
 
-def main() -> None:
-    print("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
-          "compiled / card layout | Published | Compiled ÷ published | Cross-validated band |")
-    print("|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
+          "compiled / card layout | Published | Compiled ÷ published | Cross-validated band |",
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+def table_row(row: CardRow) -> str:
+    """One README row: the card's layout, the compiled one, their predictions and the published figure."""
+    card = short(row.tp, row.pp, row.vpp, row.ep, row.mbs) + f" ({row.dispatcher})"
+    try:
+        result = compile_megatron(intent(row))
+    except AutomodelDistError as exc:
+        return f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {str(exc).splitlines()[0]} | | | | |"
+    lay, s = result.layout, result.override.settings if result.override else None
+    dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
+    ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.activation_checkpointing, lay.etp)
+    same = "yes" if (lay.tp, lay.pp, lay.ep, lay.etp) == (row.tp, row.pp, row.ep, 1) else "no"
+    predicted = result.estimate.tflops_per_gpu
+    published = f"{row.published:g}" if row.published else "remeasure"
+    ratio = f"{predicted / row.published:.2f}" if row.published else "-"
+    band = error_band(result)
+    within = "" if not row.published or band is None else (
+        " (within)" if abs(predicted / row.published - 1) <= band.median_abs_error else " (outside)")
+    band_text = f"±{band.median_abs_error:.0%} {band.group}{within}" if band else "none"
+    return (f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {ours} ({dispatcher}) | {same} | "
+            f"{predicted:.0f} / {card_estimate(row)} | {published} | {ratio} | {band_text} |")
+
+
+def table() -> list[str]:
+    """The markdown table the README carries (tests/test_mbridge_card.py checks that it is current)."""
+    lines = list(HEADER)
     for row in ROWS:
         start = time.perf_counter()
-        card = short(row.tp, row.pp, row.vpp, row.ep, row.mbs) + f" ({row.dispatcher})"
-        try:
-            result = compile_megatron(intent(row))
-        except AutomodelDistError as exc:
-            print(f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {str(exc).splitlines()[0]} |"
-                  " | | | |")
-            continue
-        lay, s = result.layout, result.override.settings if result.override else None
-        dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
-        ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.activation_checkpointing)
-        same = "yes" if (lay.tp, lay.pp, lay.ep) == (row.tp, row.pp, row.ep) else "no"
-        predicted = result.estimate.tflops_per_gpu
-        published = f"{row.published:g}" if row.published else "remeasure"
-        ratio = f"{predicted / row.published:.2f}" if row.published else "-"
-        band = error_band(result)
-        within = "" if not row.published or band is None else (
-            " (within)" if abs(predicted / row.published - 1) <= band.median_abs_error else " (outside)")
-        band_text = f"±{band.median_abs_error:.0%} {band.group}{within}" if band else "none"
-        print(f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {ours} ({dispatcher}) | {same} | "
-              f"{predicted:.0f} / {card_estimate(row)} | {published} | {ratio} | {band_text} |")
+        lines.append(table_row(row))
         print(f"compiled in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return lines
+
+
+def main() -> None:
+    print("\n".join(table()))
 
 
 if __name__ == "__main__":
