@@ -104,9 +104,9 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
-    accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication overlapped, the target's selective recompute, EP overlap where
-    `decide` writes it, and the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py
-    describes Megatron-Bridge rows)."""
+    accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
+    overlapped, the target's selective recompute, EP overlap where `decide` writes it, and the FP8 recipe the
+    precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=decide(problem, layout)[0].ep_overlap,
