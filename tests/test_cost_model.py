@@ -250,7 +250,7 @@ def test_context_parallelism_costs_time_at_short_sequences_and_little_at_long_on
                                          micro_batch_size=2, dispatcher="deepep"))
     assert ring.memory["activations"] == pytest.approx(flat.memory["activations"], rel=1e-9)
     assert ring.tokens_per_s_per_gpu < 0.97 * flat.tokens_per_s_per_gpu
-    assert ring.time["cp_comm"] > 0.03 * ring.step_time_s
+    assert ring.time["cp_comm"] > 0.02 * ring.step_time_s  # twice the tie
     long = problem("meta-llama/Llama-3.1-8B", nodes=1, seq_length=131072, global_batch_size=8)
     lay = layout(world=8, cp=4, global_batch_size=8, local_batch_size=4, micro_batch_size=4,
                  activation_checkpointing=True)

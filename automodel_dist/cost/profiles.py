@@ -27,7 +27,9 @@ PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
-    `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs and fused attention.
+    `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs. `attention_efficiency`: the
+    stack's fused attention kernel's share of that (its backward especially runs below the GEMMs'; Megatron
+    runs Transformer Engine's cuDNN attention, torchtitan PyTorch's SDPA flash kernels).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `interleave_kept`: share of interleaving's bubble reduction the
@@ -40,6 +42,7 @@ class FrameworkProfile:
 
     name: str
     kernel_efficiency: float
+    attention_efficiency: float
     ep_overlap: float
     interleave_kept: float
     tp_exposed: float
@@ -58,8 +61,7 @@ class Physics:
     linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
     quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
     `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
-    activations, MoE permutes) over a training step; `attention_efficiency` is fused attention's share of the
-    stack's large-GEMM efficiency (its backward especially runs below the GEMMs'); `alltoall_efficiency` is
+    activations, MoE permutes) over a training step; `alltoall_efficiency` is
     the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL all-to-all, one copy per
     routed expert) reaches.
     """
@@ -71,7 +73,6 @@ class Physics:
     fp8_speedup: dict[str, float]
     fp8_overhead_width: float
     elementwise_bytes: float
-    attention_efficiency: float
     alltoall_efficiency: float
 
 
@@ -121,7 +122,7 @@ def _from_json(data: dict) -> Parameters:
         gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
         fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
-        attention_efficiency=values["attention_efficiency"], alltoall_efficiency=values["alltoall_efficiency"],
+        alltoall_efficiency=values["alltoall_efficiency"],
     )
     profiles = {}
     for name in FRAMEWORKS:

@@ -290,7 +290,7 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
-    attention_rate = peak * physics.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_rate = peak * profile.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
     compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
