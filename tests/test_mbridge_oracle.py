@@ -12,6 +12,7 @@ The oracle emulates the GPU (its name and compute capability) and Transformer En
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -39,6 +40,7 @@ pytestmark = [
                                                 "run scripts/setup-mbridge-oracle.sh"),
 ]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 # Device names Megatron-Bridge's flex-dispatcher check reads (torch.cuda.get_device_properties), by preset.
 DEVICES = {"h100-80gb": ("NVIDIA H100 80GB HBM3", 9, 0), "h200-141gb": ("NVIDIA H200", 9, 0),
            "b200": ("NVIDIA B200", 10, 0), "gb200-nvl72": ("NVIDIA GB200", 10, 0),
@@ -224,9 +226,13 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "deepseek-v3-256xgb200",
 
 
 def test_compiled_override_sets_pass_megatron(oracle: Oracle) -> None:
+    """The examples' override sets and the hardware-config card's (benchmarks/mbridge_tuned.py: expert tensor
+    parallelism among them)."""
+    from mbridge_tuned import ROWS, intent
+
     cases = []
-    for name in COMPILED:
-        result = compile_megatron(EXAMPLES / f"{name}.yaml")
+    for source in [EXAMPLES / f"{name}.yaml" for name in COMPILED] + [intent(row) for row in ROWS]:
+        result = compile_megatron(source)
         cases.append({"recipe": result.recipe_function, "world_size": result.layout.world_size,
                       "overrides": list(result.hydra), "gpu": list(DEVICES[result.problem.cluster.gpu.name])})
     verdicts = send(oracle, cases)
