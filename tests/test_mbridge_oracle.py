@@ -227,11 +227,12 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "deepseek-v3-256xgb200",
 
 def test_compiled_override_sets_pass_megatron(oracle: Oracle) -> None:
     """The examples' override sets and the hardware-config card's (benchmarks/mbridge_tuned.py: expert tensor
-    parallelism among them)."""
-    from mbridge_tuned import ROWS, intent
+    parallelism among them; Qwen3-Next aside: the oracle's shim holds no Hugging Face config for it)."""
+    from mbridge_tuned import QNEXT, ROWS, intent
 
+    cards = [intent(row) for row in ROWS if row.model != QNEXT]
     cases = []
-    for source in [EXAMPLES / f"{name}.yaml" for name in COMPILED] + [intent(row) for row in ROWS]:
+    for source in [EXAMPLES / f"{name}.yaml" for name in COMPILED] + cards:
         result = compile_megatron(source)
         cases.append({"recipe": result.recipe_function, "world_size": result.layout.world_size,
                       "overrides": list(result.hydra), "gpu": list(DEVICES[result.problem.cluster.gpu.name])})
