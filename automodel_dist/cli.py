@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
+from automodel_dist.targets import TARGETS
 from automodel_dist.textsafe import printable
 
 if TYPE_CHECKING:
@@ -44,9 +45,6 @@ def _print(text: str) -> None:
 
 _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
-
-
-TARGETS = ("automodel", "megatron-bridge")
 
 
 def _compile_megatron(args: argparse.Namespace) -> int:
@@ -123,16 +121,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
     from automodel_dist.explain import render_explain
 
-    if args.target == "megatron-bridge":
-        from automodel_dist.targets.megatron_bridge.compile import compile_megatron, explain_settings
-
-        if args.html:
-            raise InputError("--html reports the automodel target's plan", hint="drop --html")
-        result = compile_megatron(args.intent, args.overrides)
-        text = render_explain(result, top=args.top, fmt=args.format)
-        _print(text if args.format == "json" else text + "\n" + explain_settings(result))
-        return 0
-    result = compile_intent(args.intent, args.overrides)
+    result = compile_intent(args.intent, args.overrides, target=args.target)
     _print(render_explain(result, top=args.top, fmt=args.format))
     if args.html:
         from automodel_dist.html_report import from_compile
@@ -145,7 +134,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
 
     if args.target == "megatron-bridge":
-        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+        from automodel_dist.validate import validate_recipe
 
         if not args.recipe_function:
             raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
@@ -153,9 +142,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if len(args.recipe) > 1:
             raise InputError("--target megatron-bridge judges one override file", hint="validate one file")
         nodes, gpus_per_node = args.nodes or 1, args.gpus_per_node or 8
-        report = validate_overrides(args.recipe[0], recipe=args.recipe_function, world_size=nodes * gpus_per_node,
-                                    gpus_per_node=gpus_per_node, model=args.model, gpu=args.gpu,
-                                    sbatch=Path(args.sbatch) if args.sbatch else None)
+        report = validate_recipe(Path(args.recipe[0]), world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
+                                 model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None,
+                                 target=args.target, recipe_function=args.recipe_function)
         _print(render_report(report, fmt=args.format))
         return 0 if report.ok else 1
     if args.recipe_function:

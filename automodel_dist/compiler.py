@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.errors import InputError, ValidationFailed
@@ -15,14 +15,41 @@ from automodel_dist.layout import Layout
 from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
+from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.emit import emit_recipe, pinned_to_one
+
+if TYPE_CHECKING:
+    from automodel_dist.cost.memory import RecipeOptions
+    from automodel_dist.verify.groups import MeshPlan
 
 Source = str | Path | Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class TargetSetting:
+    """One value a target writes beyond the layout (a config path, or an environment variable), and why."""
+
+    path: str
+    value: str
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "value": self.value, "why": self.why}
+
+
 @dataclass
 class CompileResult:
-    """The recipe (text and mapping), the chosen layout with its estimate, and what else was weighed."""
+    """The recipe (text and mapping), the chosen layout with its estimate, and what else was weighed.
+
+    The methods below are what explain and the HTML report ask of a target; a target's result subclass
+    answers them for its stack (targets/megatron_bridge/compile.py).
+    """
+
+    target: ClassVar[str] = AUTOMODEL
+    stack: ClassVar[str] = "AutoModel"  # the framework that lays out the ranks
+    # Where the rank map's groups come from, and the names of its axes where they differ from AutoModel's.
+    rank_provenance: ClassVar[str] = "AutoModel's mesh arithmetic (no torch needed)"
+    axis_names: ClassVar[Mapping[str, str]] = {}
 
     yaml: str
     recipe: dict[str, Any]
@@ -35,6 +62,29 @@ class CompileResult:
     considered: int
     feasible: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> str:
+        """What the output is, in a few words (explain's headline)."""
+        return "an AutoModel recipe"
+
+    def settings(self) -> list[TargetSetting]:
+        """The target's own choices beyond the layout (AutoModel's are the recipe's why-comments)."""
+        return []
+
+    def environment(self) -> list[TargetSetting]:
+        """Environment variables the launch must export."""
+        return []
+
+    def cost_options(self) -> RecipeOptions | None:
+        """The recipe settings the estimates assume (None: the planner's, `cost.model.planned_options`)."""
+        return None
+
+    def rank_plan(self) -> MeshPlan:
+        """The winner's rank groups, as the stack lays them out (the rank map)."""
+        from automodel_dist.verify.groups import plan_meshes
+
+        return plan_meshes(self.layout)
 
     @property
     def inputs(self) -> list[Path]:
@@ -90,11 +140,16 @@ def _pin_where(intent: Intent) -> Any:
     return lambda name: intent.where(f"parallelism.{name}")
 
 
-def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResult:
-    """Compile an intent (path, YAML text or mapping) into an AutoModel recipe.
+def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL) -> CompileResult:
+    """Compile an intent (path, YAML text or mapping) into an AutoModel recipe, or with
+    `target="megatron-bridge"` into a Megatron-Bridge override set (a `MegatronCompileResult`).
 
-    Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
+    Raises InputError (exit 2) for a bad intent or target and InfeasibleError (exit 1) when nothing fits.
     """
+    if check_target(target) == MEGATRON_BRIDGE:
+        from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+
+        return compile_megatron(source, overrides)
     intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     result = plan(problem)

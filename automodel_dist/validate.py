@@ -29,6 +29,7 @@ from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
+from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
@@ -36,14 +37,25 @@ from automodel_dist.yamlio import Document, as_mapping, join_path, load_document
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None) -> Report:
+                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None,
+                    target: str = AUTOMODEL, recipe_function: str | None = None) -> Report:
     """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more.
 
     `sbatch` is the Slurm script that launches the recipe (a path, or its text when it has a newline):
     the launch rules then judge the script too, its findings at the script's lines.
+    With `target="megatron-bridge"`, `source` is an override set (YAML, or a Hydra `key=value` list) for the
+    recipe function `recipe_function` (e.g. "deepseek_v3_pretrain_config"), judged by Megatron's rules.
     """
+    if check_target(target) == MEGATRON_BRIDGE:
+        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+
+        return validate_overrides(source, recipe=recipe_function, world_size=world_size,
+                                  gpus_per_node=gpus_per_node, model=model, gpu=gpu, sbatch=sbatch)
+    if recipe_function is not None:
+        raise InputError("recipe_function names a Megatron-Bridge recipe function; an AutoModel recipe has none",
+                         where="recipe_function", hint="pass target='megatron-bridge', or drop recipe_function")
     check_world(world_size, gpus_per_node)
-    sbatch_text, sbatch_file = _read_sbatch(sbatch)
+    sbatch_text, sbatch_file = read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
     secrets = EnvSecrets()
     config, missing = resolve_config(doc.data, secrets=secrets)
@@ -101,7 +113,7 @@ def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, w
     return Report(findings=_located(doc, findings), source=doc.filename)
 
 
-def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
+def read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
     """(text, file name) of the launch script: a Path or a one-line string is a path, other text the script."""
     if sbatch is None:
         return None, None

@@ -93,7 +93,7 @@ def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixtu
     code, text, _ = run(capsys, "explain", QWEN, "training.task=pretrain", "--target", "megatron-bridge", "--top", "3")
     assert code == 0
     assert "winner: distributed_optimizer" in text
-    assert "comm_overlap.overlap_moe_expert_parallel_comm = True: every prerequisite holds" in text
+    assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
     assert "env CUDA_DEVICE_MAX_CONNECTIONS=32" in text
     code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe has no overlap
     assert code == 0 and "overlap_moe_expert_parallel_comm" not in text

@@ -7,17 +7,19 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from automodel_dist import limits
-from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
-from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
-from automodel_dist.compiler import CompileResult, Source
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.compiler import CompileResult, Source, TargetSetting
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.errors import InputError
 from automodel_dist.findings import Report, locate_all
 from automodel_dist.intent import load_intent, resolve_intent
@@ -25,15 +27,28 @@ from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
 from automodel_dist.problem import Problem
 from automodel_dist.rules import registry as r
+from automodel_dist.targets import MEGATRON_BRIDGE
 from automodel_dist.targets.megatron_bridge.choose import decide, env_vars
-from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_pairs, override_yaml, reasons
+from automodel_dist.targets.megatron_bridge.emit import (
+    hydra_overrides,
+    hydra_value,
+    override_pairs,
+    override_yaml,
+    reasons,
+)
 from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
-from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
+from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
+from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
-from automodel_dist.yamlio import load_document, read_text_file, to_plain
+from automodel_dist.validate import read_sbatch
+from automodel_dist.verify.groups import MeshPlan
+from automodel_dist.yamlio import load_document, to_plain
+
+# A recipe function's name: a Python identifier (megatron.bridge.recipes.<name>).
+RECIPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -47,9 +62,34 @@ class MegatronCompileResult(CompileResult):
     why: dict[str, str] = field(default_factory=dict)
     framework: str = "megatron"  # the cost profile the plan was estimated with (explain's error band)
 
+    target: ClassVar[str] = MEGATRON_BRIDGE
+    stack: ClassVar[str] = "Megatron Core"
+    rank_provenance: ClassVar[str] = PROVENANCE
+    axis_names: ClassVar[Mapping[str, str]] = {"ep_shard": "expert data parallel"}
+
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
                 "env": {name: value for name, value, _ in self.env}}
+
+    @property
+    def writes(self) -> str:
+        return f"Megatron-Bridge overrides for {self.recipe_function}"
+
+    def settings(self) -> list[TargetSetting]:
+        """Every key of the override set with its why-comment (the layout's sizes included)."""
+        assert self.override is not None
+        why = reasons(self.override.layout, self.why)
+        return [TargetSetting(path, hydra_value(value), why.get(name, ""))
+                for path, name, value in override_pairs(self.override)]
+
+    def environment(self) -> list[TargetSetting]:
+        return [TargetSetting(name, value, why) for name, value, why in self.env]
+
+    def cost_options(self) -> RecipeOptions:
+        return megatron_options(self.problem, self.layout)
+
+    def rank_plan(self) -> MeshPlan:
+        return plan_ranks(self.layout)
 
 
 def model_for_recipe(recipe: str) -> ModelSpec | None:
@@ -108,38 +148,51 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         override=override, hydra=hydra, recipe_function=recipe, env=env, why=why)
 
 
-def explain_settings(result: MegatronCompileResult) -> str:
-    """The Megatron-only choices of the winner and why (explain's second half)."""
-    assert result.override is not None
-    lines = [f"Megatron-Bridge settings for {result.recipe_function} (beyond the layout):"]
-    for path, name, value in override_pairs(result.override):
-        if name in result.why:
-            lines.append(f"  {path} = {value}: {result.why[name]}")
-    lines += [f"  env {name}={value}: {why}" for name, value, why in result.env]
-    return "\n".join(lines) + "\n"
+def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *, recipe: str | None,
+                       world_size: int, gpus_per_node: int = 8, model: Any = None, gpu: GpuSpec | str | None = None,
+                       sbatch: str | Path | None = None) -> Report:
+    """Every Megatron-Bridge rule on an override set for the recipe function `recipe` on `world_size` GPUs.
 
-
-def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
-                       model: str | None = None, gpu: str | None = None, sbatch: Path | None = None) -> Report:
-    """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs (and its launch script)."""
+    `source` is the override file (a path, YAML text, or a mapping) or a Hydra `key=value` list; `sbatch`
+    the launch script (a path, or its text), judged with it. Bad input is an InputError (exit 2).
+    """
+    if not isinstance(recipe, str) or not RECIPE_NAME.fullmatch(recipe):
+        raise InputError(f"the recipe function must be a Megatron-Bridge recipe name, got {recipe!r}",
+                         where="recipe", hint="e.g. deepseek_v3_pretrain_config (the function the overrides "
+                         "apply to)")
     limits.check_world(world_size, gpus_per_node)
-    doc = load_document(source, what="overrides")
-    override = parse_overrides(doc, world_size=world_size)
-    spec = resolve_model(model) if model else model_for_recipe(recipe)
-    gpu_spec = get_gpu(gpu) if gpu else None
+    sbatch_text, sbatch_file = read_sbatch(sbatch)
+    if isinstance(source, Sequence) and not isinstance(source, str):
+        doc = None
+        override = parse_overrides(_hydra_list(source), world_size=world_size)
+    else:
+        doc = load_document(source, what="overrides")
+        override = parse_overrides(doc, world_size=world_size)
+    spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
+    gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
     findings = check_overrides(override, model=spec, cluster=cluster)
-    if sbatch is not None:
-        text = read_text_file(sbatch, what="sbatch script", expected="the path of the Slurm script")
-        findings += check_sbatch(text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
-                                 sbatch_file=str(sbatch))
+    if sbatch_text is not None:
+        findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
+                                 sbatch_file=sbatch_file)
     if spec is None:
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
                                           path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
+    if doc is None:
+        return Report(findings=findings, source="<overrides>")
     return Report(findings=locate_all(doc, findings), source=doc.filename)
+
+
+def _hydra_list(items: Sequence[Any]) -> list[str]:
+    """A Hydra override list as the API takes it: strings only (each a `key=value`, parsed by the reader)."""
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InputError(f"a Hydra override must be a string, got {type(item).__name__}",
+                             where=f"overrides[{i}]", hint="write key=value, e.g. model.tensor_model_parallel_size=2")
+    return list(items)
