@@ -163,7 +163,7 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
 FORMATS = ("text", "json", "html")
 
 
-def explain(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL, top: int = 10,
+def explain_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL, top: int = 10,
             fmt: str = "text") -> str:
     """Compile an intent for `target` and explain the choice: the winner, the next `top` layouts, what the
     rules pruned, and the target's own settings with their reasons; as text, JSON, or the HTML report's page.
