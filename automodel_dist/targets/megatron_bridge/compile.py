@@ -36,11 +36,11 @@ from automodel_dist.targets.megatron_bridge.emit import (
     override_yaml,
     reasons,
 )
-from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
-from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
+from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import read_sbatch
@@ -112,9 +112,16 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         "(Megatron cost profile)",
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
+        *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
+           "checkpoint.pretrained_checkpoint reads it"] if reads_checkpoint_env(override) else []),
         f"# run: python scripts/training/run_recipe.py --recipe {recipe} <compile --format hydra's key=value list>",
     ]
     return "\n".join(lines) + "\n"
+
+
+def reads_checkpoint_env(override: OverrideSet) -> bool:
+    """The override set loads its pretrained weights from the checkpoint the environment names."""
+    return override.settings.pretrained_checkpoint == PRETRAINED_FROM_ENV
 
 
 def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, str], estimate: Estimate,
@@ -174,7 +181,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    findings = check_overrides(override, model=spec, cluster=cluster)
+    findings = check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)

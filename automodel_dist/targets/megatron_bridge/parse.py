@@ -20,19 +20,22 @@ from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEY
 from automodel_dist.yamlio import Document, to_plain
 
 INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size", "global_batch_size",
-                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size"})
+                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size",
+                        "pad_seq_to_mult", "peft_dim", "peft_alpha"})
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
-                      "packed_sequence_size"})
+                      "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
-                         "account_for_embedding", "account_for_loss"})
+                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
                **dict.fromkeys(("micro_batch_size", "global_batch_size"), limits.BATCH),
-               **dict.fromkeys(("seq_length", "packed_sequence_size"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("seq_length", "packed_sequence_size", "pad_seq_to_mult"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("peft_dim", "peft_alpha"), limits.WIDTH),
                **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
 _HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 
