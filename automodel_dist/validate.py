@@ -149,20 +149,37 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
 _WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
-def header_world(text: str) -> tuple[int, int] | None:
-    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+_RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
-    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
-    `compile` writes the line into every recipe's header.
-    """
+
+def _header_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first line of the comments that open a file matching `pattern`."""
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             return None  # the opening comment block is over
-        match = _WORLD_HEADER.match(stripped)
-        if match and int(match[1]) > 0 and int(match[2]) > 0:
-            return int(match[1]), int(match[2])
+        match = pattern.match(stripped)
+        if match:
+            return match
     return None
+
+
+def header_world(text: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+
+    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
+    `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
+    """
+    match = _header_match(text, _WORLD_HEADER)
+    if match and int(match[1]) > 0 and int(match[2]) > 0:
+        return int(match[1]), int(match[2])
+    return None
+
+
+def header_recipe(text: str) -> str | None:
+    """The Megatron-Bridge recipe function from a `# recipe: NAME` line opening an override set."""
+    match = _header_match(text, _RECIPE_HEADER)
+    return match[1] if match else None
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:

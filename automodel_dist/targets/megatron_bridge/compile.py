@@ -8,7 +8,7 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,7 +21,7 @@ from automodel_dist.compiler import CompileResult, Source, TargetSetting
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Report, locate_all
+from automodel_dist.findings import Finding, Report, locate_all
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
@@ -37,7 +37,7 @@ from automodel_dist.targets.megatron_bridge.emit import (
     reasons,
 )
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
-from automodel_dist.targets.megatron_bridge.parse import parse_overrides
+from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function, recipe_task
@@ -45,8 +45,9 @@ from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import read_sbatch
 from automodel_dist.verify.groups import MeshPlan
-from automodel_dist.yamlio import load_document, to_plain
+from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
 
+RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 # A recipe function's name: a Python identifier (megatron.bridge.recipes.<name>).
 RECIPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -85,6 +86,15 @@ class MegatronCompileResult(CompileResult):
     def environment(self) -> list[TargetSetting]:
         return [TargetSetting(name, value, why) for name, value, why in self.env]
 
+    def hydra_text(self) -> str:
+        """`compile --format hydra`: the key=value list, one per line, under `#` lines naming the recipe and world
+        (the recipe runner takes the lines as arguments; validate reads the file back)."""
+        run = (f"# run: mapfile -t OVERRIDES < <(grep -v '^#' THIS_FILE); python {RUNNER} --recipe "
+               f'{self.recipe_function} "${{OVERRIDES[@]}}"')
+        header = [*_identity(self.problem, self.recipe_function, "compile --target megatron-bridge --format hydra"),
+                  run]
+        return "\n".join([*header, *self.hydra]) + "\n"
+
     def cost_options(self) -> RecipeOptions:
         return megatron_options(self.problem, self.layout)
 
@@ -98,13 +108,22 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     return resolve_model(preset) if preset else None
 
 
+def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
+    """The opening lines of every override file: what it is, who wrote it, and the recipe and world it is for
+    (`validate --target megatron-bridge` reads the last two when no flag gives them)."""
+    cluster = problem.cluster
+    return [f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
+            f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
+            f"# {WRITTEN_BY_MARKER} {command}",
+            f"# recipe: {recipe}",
+            f"# world: {cluster.nodes} x {cluster.gpus_per_node}"]
+
+
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
             env: Iterable[tuple[str, str, str]]) -> str:
-    cluster, lay = problem.cluster, override.layout
+    lay = override.layout
     lines = [
-        f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
-        f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
-        f"# {WRITTEN_BY_MARKER} compile --target megatron-bridge",
+        *_identity(problem, recipe, "compile --target megatron-bridge"),
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
         f"{lay.pp * max(lay.tp * lay.cp, lay.ep * lay.etp)})",
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
@@ -114,7 +133,7 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
         *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
            "checkpoint.pretrained_checkpoint reads it"] if reads_checkpoint_env(override) else []),
-        f"# run: python scripts/training/run_recipe.py --recipe {recipe} <compile --format hydra's key=value list>",
+        f"# run: python {RUNNER} --recipe {recipe} <compile --format hydra's key=value list>",
     ]
     return "\n".join(lines) + "\n"
 
@@ -142,6 +161,10 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
             raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
                              "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
                              where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
+    if intent.base_recipe is not None:  # the override set applies to a recipe function, not to a recipe file
+        raise InputError("base_recipe is an AutoModel recipe to merge into; the megatron-bridge target writes "
+                         "overrides for a Megatron-Bridge recipe function, which has no file to merge",
+                         where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
     recipe = recipe_function(problem.model, problem.training.task)
     result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
     best = result.best
@@ -160,8 +183,9 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                        sbatch: str | Path | None = None) -> Report:
     """Every Megatron-Bridge rule on an override set for the recipe function `recipe` on `world_size` GPUs.
 
-    `source` is the override file (a path, YAML text, or a mapping) or a Hydra `key=value` list; `sbatch`
-    the launch script (a path, or its text), judged with it. Bad input is an InputError (exit 2).
+    `source` is the override file (a path, or its text: YAML, or the `key=value` lines `compile --format
+    hydra` writes), a mapping, or a Hydra `key=value` list; `sbatch` the launch script (a path, or its
+    text), judged with it. Bad input is an InputError (exit 2).
     """
     if not isinstance(recipe, str) or not RECIPE_NAME.fullmatch(recipe):
         raise InputError(f"the recipe function must be a Megatron-Bridge recipe name, got {recipe!r}",
@@ -169,12 +193,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                          "apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
-    if isinstance(source, Sequence) and not isinstance(source, str):
-        doc = None
-        override = parse_overrides(_hydra_list(source), world_size=world_size)
-    else:
-        doc = load_document(source, what="overrides")
-        override = parse_overrides(doc, world_size=world_size)
+    override, locate, filename = _read_overrides(source, world_size)
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
@@ -191,9 +210,36 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
                                           path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
-    if doc is None:
-        return Report(findings=findings, source="<overrides>")
-    return Report(findings=locate_all(doc, findings), source=doc.filename)
+    return Report(findings=locate(findings), source=filename)
+
+
+Locator = Callable[[list[Finding]], list[Finding]]
+
+
+def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, Locator, str]:
+    """The override set, what places its findings at their lines, and the name of the file it came from."""
+    if isinstance(source, Sequence) and not isinstance(source, str):
+        return parse_overrides(_hydra_list(source), world_size=world_size), list, "<overrides>"
+    if isinstance(source, Mapping):
+        doc = load_document(source, what="overrides")
+    else:
+        text, filename = source_text(source, what="overrides")
+        lines = hydra_file(text)
+        if lines is None:
+            doc = parse_document(text, filename, what="overrides")
+        else:
+            line_of = {hydra_key(item): number for number, item in lines}  # the last of a repeated key wins
+
+            def where(path: str) -> str:
+                return f"{filename}:{line_of[path]}:1" if path in line_of else filename
+
+            def locate(findings: list[Finding]) -> list[Finding]:
+                return [f.located(line_of[f.path], 1) if f.line is None and f.path in line_of else f
+                        for f in findings]
+
+            override = parse_overrides([item for _, item in lines], world_size=world_size, where=where)
+            return override, locate, filename
+    return parse_overrides(doc, world_size=world_size), lambda findings: locate_all(doc, findings), doc.filename
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:

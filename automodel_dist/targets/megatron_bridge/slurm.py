@@ -16,11 +16,10 @@ import shlex
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Report
 from automodel_dist.launch.settings import launcher_settings
-from automodel_dist.targets.megatron_bridge.compile import MegatronCompileResult, reads_checkpoint_env
+from automodel_dist.targets.megatron_bridge.compile import RUNNER, MegatronCompileResult, reads_checkpoint_env
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV
 from automodel_dist.targets.megatron_bridge.rules import check_sbatch
 
-RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
