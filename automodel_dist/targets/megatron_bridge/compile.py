@@ -7,7 +7,6 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRE
 from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
-from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function, recipe_task
+from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import read_sbatch
@@ -48,8 +47,6 @@ from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
 
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
-# A recipe function's name: a Python identifier (megatron.bridge.recipes.<name>).
-RECIPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -187,7 +184,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     hydra` writes), a mapping, or a Hydra `key=value` list; `sbatch` the launch script (a path, or its
     text), judged with it. Bad input is an InputError (exit 2).
     """
-    if not isinstance(recipe, str) or not RECIPE_NAME.fullmatch(recipe):
+    if not isinstance(recipe, str) or not IDENTIFIER.fullmatch(recipe):
         raise InputError(f"the recipe function must be a Megatron-Bridge recipe name, got {recipe!r}",
                          where="recipe", hint="e.g. deepseek_v3_pretrain_config (the function the overrides "
                          "apply to)")

@@ -79,6 +79,8 @@ def preset_for_recipe(function: str) -> str | None:
 
 
 _TASK = re.compile(r"_(pretrain|sft|peft)_config$")
+# A Python identifier: a recipe function's name (megatron.bridge.recipes.<name>), an environment variable's.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def recipe_task(function: str) -> str | None:

@@ -18,15 +18,15 @@ from automodel_dist.findings import ERROR, Report
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.targets.megatron_bridge.compile import RUNNER, MegatronCompileResult, reads_checkpoint_env
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV
+from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER
 from automodel_dist.targets.megatron_bridge.rules import check_sbatch
 
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
 
 
 def _checked_identifier(value: str, what: str) -> str:
-    if not _IDENTIFIER.fullmatch(value):
+    if not IDENTIFIER.fullmatch(value):
         raise InputError(f"{what} {value!r} is not a Python identifier", hint="e.g. deepseek_v3_pretrain_config")
     return value
 
