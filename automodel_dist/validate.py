@@ -57,6 +57,7 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
     check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
+    refuse_megatron_overrides(doc)
     secrets = EnvSecrets()
     config, missing = resolve_config(doc.data, secrets=secrets)
     with redacting(secrets):
@@ -65,6 +66,19 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
                                model=model, gpu=gpu, sbatch_text=sbatch_text, sbatch_file=sbatch_file)
     report.findings = redacted(report.findings, secrets)
     return report
+
+
+def refuse_megatron_overrides(doc: Document) -> None:
+    """A Megatron-Bridge override set given where an AutoModel recipe goes is bad input naming the key that
+    shows it, not a list of AutoModel errors about a file it was never meant to be."""
+    from automodel_dist.targets.megatron_bridge.parse import megatron_key
+
+    key = megatron_key(doc.data)
+    if key is not None:
+        raise InputError(f"this is a Megatron-Bridge override set ({key} is Megatron's key; an AutoModel recipe "
+                         "has a distributed: section), not an AutoModel recipe", where=doc.where(key),
+                         hint="validate it with --target megatron-bridge (its `# recipe:` line, or --recipe, names "
+                         "the recipe function)")
 
 
 @contextmanager

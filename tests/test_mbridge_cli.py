@@ -177,3 +177,19 @@ def test_a_size_past_the_limits_is_bad_input(capsys: pytest.CaptureFixture[str],
     path.write_text("model:\n  seq_length: 1000000000000000000\n")
     code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
     assert code == 2 and "above the limit" in err and "o.yaml:2:" in err
+
+
+def test_each_target_refuses_the_others_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An override set given to AutoModel's validate or dry-run, or an AutoModel recipe given to this target's
+    validate, is bad input naming the key that shows what it is, not a list of errors about the wrong format."""
+    overrides = tmp_path / "o.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(overrides))[0] == 0
+    line = next(i for i, text in enumerate(overrides.read_text().splitlines(), start=1)
+                if text.strip().startswith("tensor_model_parallel_size:"))
+    for command in (["validate", str(overrides)], ["dry-run", str(overrides), "--nodes", "2"]):
+        code, _, err = run(capsys, *command)
+        assert code == 2 and f"o.yaml:{line}:3: this is a Megatron-Bridge override set" in err, command
+        assert "--target megatron-bridge" in err
+    recipe = EXAMPLES.parent / "recipes" / "qwen3-30b-a3b-16xh100.yaml"
+    code, _, err = run(capsys, "validate", str(recipe), "--target", "megatron-bridge", "--recipe", RECIPE)
+    assert code == 2 and "this is an AutoModel recipe (a distributed: section)" in err

@@ -185,9 +185,9 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     text), judged with it. Bad input is an InputError (exit 2).
     """
     if not isinstance(recipe, str) or not IDENTIFIER.fullmatch(recipe):
-        raise InputError(f"the recipe function must be a Megatron-Bridge recipe name, got {recipe!r}",
-                         where="recipe", hint="e.g. deepseek_v3_pretrain_config (the function the overrides "
-                         "apply to)")
+        raise InputError(f"the recipe function (--recipe; recipe_function in the API) must be a Megatron-Bridge "
+                         f"recipe name, got {recipe!r}",
+                         hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
     override, locate, filename = _read_overrides(source, world_size)
@@ -236,6 +236,9 @@ def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, Locator,
 
             override = parse_overrides([item for _, item in lines], world_size=world_size, where=where)
             return override, locate, filename
+    if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
+        raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
+                         where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return parse_overrides(doc, world_size=world_size), lambda findings: locate_all(doc, findings), doc.filename
 
 

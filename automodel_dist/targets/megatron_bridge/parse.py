@@ -180,3 +180,16 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
     layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None
     layout_values["activation_checkpointing"] = settings.recompute_granularity is not None
     return OverrideSet(megatron_layout(world_size, **layout_values), settings)
+
+
+# Keys only a Megatron-Bridge override set has (AutoModel's recipe says distributed.tp_size and so on).
+MEGATRON_ONLY = tuple(key.path for key in KEYS if key.path.startswith("model.") and key.path.endswith("_size"))
+
+
+def megatron_key(data: Mapping[str, Any]) -> str | None:
+    """The first key that makes `data` a Megatron-Bridge override set rather than an AutoModel recipe (a
+    Megatron parallel size and no `distributed:` section), or None."""
+    if "distributed" in data:
+        return None
+    flat = flatten(data)
+    return next((path for path in MEGATRON_ONLY if path in flat), None)
