@@ -164,7 +164,7 @@ FORMATS = ("text", "json", "html")
 
 
 def explain_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL, top: int = 10,
-            fmt: str = "text") -> str:
+                   fmt: str = "text") -> str:
     """Compile an intent for `target` and explain the choice: the winner, the next `top` layouts, what the
     rules pruned, and the target's own settings with their reasons; as text, JSON, or the HTML report's page.
 

@@ -139,8 +139,8 @@ GRAPH_MOE_RECOMPUTE = _rule("mb-cuda-graph-moe-recompute", ERROR, "recompute_mod
 FINETUNE_CP_LOSS = _rule("mb-finetune-cp-per-token-loss", ERROR, "per_token_loss",
                          "fine-tuning with CP > 1 needs calculate_per_token_loss (masked-only ranks divide by 0)")
 FINETUNE_CP_AVERAGE = _rule("mb-finetune-cp-average-in-collective", ERROR, "average_in_collective",
-                            "fine-tuning with CP > 1 needs average_in_collective false; the sft/peft recipes of "
-                            "Llama 3, Qwen3 and the common base set it true, so an override set must say false")
+                            "fine-tuning with CP > 1 needs average_in_collective false; the Llama 3 and Qwen3 "
+                            "sft/peft recipes set it true, so an override set must say false")
 PACKED_CP_PAD = _rule("mb-packed-cp-padding", WARNING, "pad_seq_to_mult",
                       "packed sequences with CP > 1 must be padded to a multiple of 2·CP")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
