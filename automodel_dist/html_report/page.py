@@ -96,7 +96,7 @@ def _header(data: ReportData) -> str:
     else:
         winner = f'<p class="winner">Layout: <b class="mono">{esc(data.layout_label)}</b></p>'
     nav = "".join(f'<a href="#{view_id}">{heading}</a>' for view_id, heading in VIEWS)
-    if data.settings:
+    if data.settings or data.environment:  # as settings_section draws it
         nav += f'<a href="#{SECTION_ID}">{esc(settings_heading(data))}</a>'
     return f"<header><h1>{esc(data.title)}</h1>{lines}{winner}<nav>{nav}</nav></header>"
 
