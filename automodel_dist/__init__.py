@@ -4,14 +4,14 @@ Public API (the CLI is a shell over it):
 
     compile_intent(source, overrides=(), *, target="automodel") -> CompileResult
     explain_intent(source, overrides=(), *, target="automodel", top=10, fmt="text") -> str  (text | json | html)
-    estimate(source, overrides=()) -> Estimate
+    estimate(source, overrides=(), *, target="automodel") -> Estimate
     validate_recipe(source, *, world_size, gpus_per_node=8, model=None, gpu=None, sbatch=None,
                     target="automodel", recipe_function=None) -> Report
     build_meshes(source, *, world_size, gpus_per_node=8, nvlink_domain=None, gpu=None) -> MeshReport  (needs torch)
     build_model_dry_run(source, *, world_size, gpus_per_node=8, ranks=None, all_ranks=False, model=None)
         -> ModelReport  (needs the oracle extra: AutoModel itself)
 
-`target="megatron-bridge"` compiles to, explains and validates a Megatron-Bridge override set for a recipe
+`target="megatron-bridge"` compiles to, estimates, explains and validates a Megatron-Bridge override set for a recipe
 function (`recipe_function`, e.g. "deepseek_v3_pretrain_config"); compile then returns a
 `MegatronCompileResult` (`.hydra`, `.recipe_function`, `.env` beside the CompileResult fields).
 

@@ -127,3 +127,28 @@ def test_bad_calls_raise_input_errors(call: Any, kwargs: dict[str, Any], words: 
     with pytest.raises(InputError) as caught:
         call(**kwargs)
     assert words in str(caught.value)
+
+
+def test_estimate_of_the_winners_pins_is_the_winners_estimate() -> None:
+    """Pin the layout compile chose: estimate gives compile's figures (the same rules, settings and profile)."""
+    won = ad.compile_intent(QWEN, ["training.task=pretrain"], target="megatron-bridge")
+    lay = won.layout
+    pins = [f"parallelism.{name}={getattr(lay, name)}" for name in ("tp", "pp", "cp", "ep", "micro_batch_size")]
+    pins.append(f"parallelism.activation_checkpointing={str(lay.activation_checkpointing).lower()}")
+    est = ad.estimate(QWEN, ["training.task=pretrain", *pins], target="megatron-bridge")
+    assert (est.memory_gib, est.tokens_per_s_per_gpu) == (won.estimate.memory_gib, won.estimate.tokens_per_s_per_gpu)
+
+
+def test_estimate_names_open_pins_and_broken_rules() -> None:
+    from automodel_dist.errors import ValidationFailed
+
+    with pytest.raises(InputError) as caught:
+        ad.estimate(QWEN, ["parallelism.tp=1"], target="megatron-bridge")
+    assert "still open: pp, cp, activation_checkpointing, micro_batch_size, ep" in str(caught.value)
+    pins = ["parallelism.tp=1", "parallelism.pp=1", "parallelism.cp=1", "parallelism.ep=3",
+            "parallelism.activation_checkpointing=false", "parallelism.micro_batch_size=1"]
+    with pytest.raises(ValidationFailed) as failed:
+        ad.estimate(QWEN, pins, target="megatron-bridge")
+    assert "mb-ep-divides-experts" in str(failed.value) and "num_moe_experts=128 must be divisible" in str(failed.value)
+    with pytest.raises(InputError, match=r"parallelism\.strategy is an AutoModel choice"):
+        ad.estimate(QWEN, [*pins, "parallelism.strategy=fsdp2"], target="megatron-bridge")

@@ -16,18 +16,25 @@ from automodel_dist import limits
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
-from automodel_dist.compiler import CompileResult, Source, TargetSetting
+from automodel_dist.compiler import (
+    CompileResult,
+    Source,
+    TargetSetting,
+    judged_estimate,
+    pinned_value,
+    require_pins,
+)
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.errors import InputError
 from automodel_dist.findings import Finding, Report, locate_all
-from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
 from automodel_dist.problem import Problem
 from automodel_dist.rules import registry as r
 from automodel_dist.targets import MEGATRON_BRIDGE
-from automodel_dist.targets.megatron_bridge.choose import decide, env_vars
+from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, env_vars, layout_dispatcher
 from automodel_dist.targets.megatron_bridge.emit import (
     hydra_overrides,
     hydra_value,
@@ -36,7 +43,7 @@ from automodel_dist.targets.megatron_bridge.emit import (
     reasons,
 )
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
-from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, parse_overrides
+from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, megatron_layout, parse_overrides
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
@@ -148,8 +155,8 @@ def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, s
     return text, tuple(hydra_overrides(override)), env
 
 
-def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronCompileResult:
-    """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
+def _megatron_problem(source: Source, overrides: Iterable[str]) -> tuple[Intent, Problem]:
+    """The intent and its problem, with the AutoModel-only pins refused (this target has neither)."""
     intent = load_intent(source, tuple(overrides))
     problem = resolve_intent(intent)
     for pin, allowed in (("strategy", None), ("dp_replicate", (1,))):
@@ -158,6 +165,35 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
             raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
                              "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
                              where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
+    return intent, problem
+
+
+def estimate_megatron(source: Source, overrides: Iterable[str] = ()) -> Estimate:
+    """`estimate(target="megatron-bridge")`: the Megatron layout the intent's pins fix (TP, PP, CP, EP for an
+    MoE model, VPP with PP, recompute, micro batch), judged by Megatron's rules with the settings compile
+    would write, timed with the Megatron cost profile."""
+    intent, problem = _megatron_problem(source, overrides)
+    pins, model = problem.pins, problem.model
+    required = ["tp", "pp", "cp", "activation_checkpointing", "micro_batch_size"]
+    required += ["ep"] if model.is_moe else []
+    required += ["vpp"] if pins.pp is not None and max(pins.pp) > 1 else []
+    require_pins(problem, required, intent)
+    ep = pinned_value(problem, "ep", 1)
+    tp = pinned_value(problem, "tp", 1)
+    layout = megatron_layout(
+        problem.cluster.world_size, tp=tp, pp=pinned_value(problem, "pp", 1), vpp=pinned_value(problem, "vpp", 1),
+        cp=pinned_value(problem, "cp", 1), ep=ep, sequence_parallel=tp > 1,
+        activation_checkpointing=pinned_value(problem, "activation_checkpointing", False),
+        global_batch_size=problem.training.global_batch_size,
+        micro_batch_size=pinned_value(problem, "micro_batch_size", 1),
+        dispatcher=layout_dispatcher(*dispatcher_of(problem, ep)[:2]) if model.is_moe else None)
+    findings = check_planned(layout, model=model, cluster=problem.cluster, training=problem.training)
+    return judged_estimate(layout, findings, lambda: estimate_planned(problem, layout))
+
+
+def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronCompileResult:
+    """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
+    intent, problem = _megatron_problem(source, overrides)
     if intent.base_recipe is not None:  # the override set applies to a recipe function, not to a recipe file
         raise InputError("base_recipe is an AutoModel recipe to merge into; the megatron-bridge target writes "
                          "overrides for a Megatron-Bridge recipe function, which has no file to merge",
