@@ -176,7 +176,9 @@ class RecipeOptions:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
     `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
     cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
-    "rowwise", "blockwise", "mxfp8").
+    "rowwise", "blockwise", "mxfp8"). `balanced_gate`: AutoModel's `model.backend.fake_balanced_gate`, the
+    benchmark router that gives token i the top_k consecutive experts from i·top_k (time only: it decides
+    how many EP ranks and NVLink domains each token is dispatched to).
     """
 
     checkpointing: str | None = None
@@ -187,6 +189,7 @@ class RecipeOptions:
     async_tp: bool = False
     framework: str = "automodel"
     fp8_recipe: str = "tensorwise"
+    balanced_gate: bool = False
 
     @property
     def reduce_bytes(self) -> int:
