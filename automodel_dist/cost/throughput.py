@@ -249,12 +249,12 @@ def _stage_forward(shape: ModelShape, num_stages: int) -> tuple[float, ...]:
 
 def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
     """torch's schedule of `layout` replayed (None without PP or for a schedule the replay does not cover)."""
-    schedule = layout.pp_schedule or ("interleaved1f1b" if (layout.vpp or 1) > 1 else "1f1b")
-    if (layout.pp or 1) <= 1 or schedule not in SIMULATED_SCHEDULES:
-        return None
+    vpp, n_micro = layout.vpp or 1, layout.n_microbatches or 1
+    schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
+    if (layout.pp or 1) <= 1 or schedule not in SIMULATED_SCHEDULES or (schedule == "interleaved1f1b") != (vpp > 1):
+        return None  # no pipeline, a schedule not replayed, or a stage count torch refuses (the rules say so)
     replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
-    return replay(layout.pp, layout.vpp or 1, layout.n_microbatches or 1, schedule,
-                  _stage_forward(shape, layout.pp * (layout.vpp or 1)), 2.0 + replayed)
+    return replay(layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp), 2.0 + replayed)
 
 
 def _bubble_share(shape: ModelShape, layout: Layout, mode: str, torch_pipeline: bool) -> float:
