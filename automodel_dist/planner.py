@@ -45,7 +45,7 @@ Estimator = Callable[[Problem, Layout], Estimate]
 Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], tuple[bool, Estimate | None]]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
-MAX_VPP = 12              # stages per pp rank explored (AutoModel's benchmark recipes use VPP 4-12: DeepSeek-V3 8, Qwen3-235B 12)
+MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
 THROUGHPUT_TIE = 0.01     # within 1% of the best value of the objective is a tie (see rank)
 ALTERNATIVES_KEPT = 100   # runner-up layouts (one per distinct structure) kept on a Plan
 BATCH_PATHS = ("step_scheduler.", "distributed.pipeline.pp_microbatch_size")

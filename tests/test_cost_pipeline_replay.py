@@ -17,7 +17,7 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
-from automodel_dist.cost.pipeline import rank_actions, replay
+from automodel_dist.cost.pipeline import idle_lower_bound, rank_actions, replay
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.cost.throughput import routing_spread
 from automodel_dist.layout import Layout
@@ -113,3 +113,16 @@ def test_automodel_moe_keeps_no_expert_output_and_hugging_face_mixtral_does() ->
         shape = model_shape(spec, training)
         assert shape.moe_act_expert == spec.experts_per_token * (
             per_copy * spec.hidden_size + 3 * spec.moe_intermediate_size), name
+
+
+def test_the_idle_lower_bound_never_exceeds_the_replay() -> None:
+    """The planner's step-time floor uses the bound instead of replaying; it must stay a lower bound."""
+    rng = random.Random(7)
+    for _ in range(300):
+        pp, vpp = rng.choice((2, 3, 4, 8)), rng.choice((1, 2, 3, 4, 8))
+        n = rng.choice([m for m in range(1, 3 * pp + 1) if vpp == 1 or m % max(1, m // pp) == 0])
+        stages = tuple(rng.uniform(0.5, 1.5) for _ in range(pp * vpp))
+        ratio = rng.choice((2.0, 3.0))
+        for schedule in (("interleaved1f1b",) if vpp > 1 else ("1f1b", "gpipe")):
+            assert idle_lower_bound(pp, vpp, n, stages, ratio) <= replay(pp, vpp, n, schedule, stages,
+                                                                          ratio).idle_share + 1e-12

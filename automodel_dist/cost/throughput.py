@@ -37,7 +37,7 @@ from automodel_dist.cost.memory import (
     micro_batches_per_step,
     split_loads,
 )
-from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, replay
+from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.dispatcher import capability_major
@@ -235,6 +235,7 @@ def _layer_work(shape: ModelShape) -> tuple[float, float]:
     return shape.dense_layer_flops + attention, shape.moe_layer_flops + shape.moe_expert_flops + attention
 
 
+@lru_cache(maxsize=1024)
 def _stage_forward(shape: ModelShape, num_stages: int) -> tuple[float, ...]:
     """Each stage's forward work per token in model FLOPs (AutoModel's split; the LM head on the last)."""
     dense, moe = _layer_work(shape)
@@ -247,20 +248,32 @@ def _stage_forward(shape: ModelShape, num_stages: int) -> tuple[float, ...]:
     return tuple(work)
 
 
-def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
-    """torch's schedule of `layout` replayed (None without PP or for a schedule the replay does not cover)."""
+def _replay_inputs(shape: ModelShape, layout: Layout, mode: str) -> tuple | None:
+    """`replay`'s arguments for torch's schedule of `layout` (None without PP or for a schedule the replay
+    does not cover)."""
     vpp, n_micro = layout.vpp or 1, layout.n_microbatches or 1
     schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
     if (layout.pp or 1) <= 1 or schedule not in SIMULATED_SCHEDULES or (schedule == "interleaved1f1b") != (vpp > 1):
         return None  # no pipeline, a schedule not replayed, or a stage count torch refuses (the rules say so)
     replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
-    return replay(layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp), 2.0 + replayed)
+    return layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp), 2.0 + replayed
 
 
-def _bubble_share(shape: ModelShape, layout: Layout, mode: str, torch_pipeline: bool) -> float:
-    """The bubble as a share of the busiest rank's work: the replay's idle time under torch's runtime."""
-    run = schedule_replay(shape, layout, mode) if torch_pipeline else None
-    return run.idle_share if run else _bubble_fraction(layout, layout.n_microbatches or 1)
+def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
+    """torch's schedule of `layout` replayed (None without PP or for a schedule the replay does not cover)."""
+    inputs = _replay_inputs(shape, layout, mode)
+    return replay(*inputs) if inputs else None
+
+
+def _bubble_share(shape: ModelShape, layout: Layout, mode: str, torch_pipeline: bool, *,
+                  lower_bound: bool = False) -> float:
+    """The bubble as a share of the busiest rank's work: the replay's idle time under torch's runtime (with
+    `lower_bound`, a bound on it that needs no replay), the textbook share otherwise."""
+    inputs = _replay_inputs(shape, layout, mode) if torch_pipeline else None
+    if inputs is None:
+        return _bubble_fraction(layout, layout.n_microbatches or 1)
+    pp, vpp, n_micro, _, forward, ratio = inputs
+    return idle_lower_bound(pp, vpp, n_micro, forward, ratio) if lower_bound else replay(*inputs).idle_share
 
 
 def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
@@ -351,7 +364,8 @@ def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     if (layout.pp or 1) <= 1:
         return busy
     torch_pipeline = params.profile(options.framework).torch_pipeline
-    return busy + busy * _bubble_share(shape, layout, checkpointing_mode(layout, options), torch_pipeline)
+    return busy + busy * _bubble_share(shape, layout, checkpointing_mode(layout, options), torch_pipeline,
+                                       lower_bound=True)
 
 
 def time_breakdown(
