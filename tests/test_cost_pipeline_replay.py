@@ -113,6 +113,8 @@ def test_automodel_moe_keeps_no_expert_output_and_hugging_face_mixtral_does() ->
         shape = model_shape(spec, training)
         assert shape.moe_act_expert == spec.experts_per_token * (
             per_copy * spec.hidden_size + 3 * spec.moe_intermediate_size), name
+        # Megatron weights after the down projection and keeps the output AutoModel's classes do not
+        assert shape.moe_act_output == (spec.experts_per_token * spec.hidden_size if per_copy == 1 else 0), name
 
 
 def test_the_idle_lower_bound_never_exceeds_the_replay() -> None:

@@ -306,7 +306,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
     moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
-    moe_act = (moe_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
+    moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
+    moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:

@@ -50,6 +50,7 @@ class ModelShape:
     moe_act_tp: float
     moe_act_expert: float
     moe_act_router: float  # the part of moe_act_rep only a learned router keeps (not AutoModel's fake gate)
+    moe_act_output: float  # expert outputs a stack weighting them after the down projection keeps (Megatron)
     # FLOPs per token, forward+backward of a full training step (6 per linear weight)
     dense_layer_flops: float  # linear layers of one dense layer
     moe_layer_flops: float  # non-expert linear layers of one MoE layer (attention, router, shared)
@@ -143,7 +144,8 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     # the normed input is kept only when shared experts' first linear layer keeps it (the dispatch keeps none)
     moe_act_router = 4 * spec.num_routed_experts + (0 if shared_i else h)
     moe_act_tp = att_tp + 3 * shared_i
-    moe_act_expert = k * ((1 if automodel_moe(spec) else 2) * h + 3 * moe_i)
+    own_moe = automodel_moe(spec)
+    moe_act_expert = k * ((1 if own_moe else 2) * h + 3 * moe_i)
 
     q, kv, v_out = _attention_dims(spec)
     # QK^T and AV, 6 = forward 2 + backward 4, over the keys a token attends to on average: half the
@@ -179,6 +181,9 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         moe_act_tp=moe_act_tp,
         moe_act_expert=moe_act_expert,
         moe_act_router=moe_act_router,
+        # Megatron-Core multiplies the routing probabilities in at the unpermute (moe_apply_probs_on_input
+        # is off by default), after the down projection: it keeps each expert output as AutoModel does not
+        moe_act_output=k * h if own_moe else 0,
         dense_layer_flops=dense_layer_flops,
         moe_layer_flops=moe_layer_flops,
         moe_expert_flops=moe_expert_flops,
