@@ -283,15 +283,23 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file")
     if isinstance(source, Mapping):
         check_tree(source, where=f"<{what}>")
         return Document(data=source, filename=f"<{what}>")
+    text, filename = source_text(source, what=what)
+    return parse_document(text, filename, what=what)
+
+
+def source_text(source: Any, *, what: str = "file") -> tuple[str, str]:
+    """(text, file name) of a path or of text given in memory (named `<what>`), within the input limits."""
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
-        filename = str(source)
-        text = read_text_file(source, what=f"{what} file", expected="the path of a .yaml file")
-    elif isinstance(source, str):
-        text, filename = source, f"<{what}>"
-        check_text_size(text, what=f"{what} text", where=filename)
-    else:
-        raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
-                         hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")
+        return read_text_file(source, what=f"{what} file", expected="the path of a .yaml file"), str(source)
+    if isinstance(source, str):
+        check_text_size(source, what=f"{what} text", where=f"<{what}>")
+        return source, f"<{what}>"
+    raise InputError(f"{what} must be a path, YAML text or a mapping, not {type(source).__name__}",
+                     hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")
+
+
+def parse_document(text: str, filename: str, *, what: str = "file") -> Document:
+    """YAML text read from `filename` as a Document whose top level is a mapping."""
     data, duplicates = _parse(text, filename)
     if data is None:
         raise InputError(f"{what} is empty", where=filename, hint=f"write a YAML mapping describing the {what}")

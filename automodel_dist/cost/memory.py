@@ -176,8 +176,11 @@ class RecipeOptions:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
     `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
     cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
-    "rowwise", "blockwise", "mxfp8"). `ep_overlap`: the recipe turns on the stack's EP overlap (Megatron's
-    `overlap_moe_expert_parallel_comm`, which its target writes only where every prerequisite holds).
+    "rowwise", "blockwise", "mxfp8"). `balanced_gate`: AutoModel's `model.backend.fake_balanced_gate`, the
+    benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
+    ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
+    recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
+    writes only where every prerequisite holds).
     """
 
     checkpointing: str | None = None
@@ -188,6 +191,7 @@ class RecipeOptions:
     async_tp: bool = False
     framework: str = "automodel"
     fp8_recipe: str = "tensorwise"
+    balanced_gate: bool = False
     ep_overlap: bool = True
 
     @property
@@ -307,7 +311,9 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     tokens = micro_batch_tokens(layout, training.seq_length)
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
-    moe_act = (shape.moe_act_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
+    moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
+    moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
+    moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
