@@ -26,7 +26,7 @@ import pytest
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
-from automodel_dist.planner import Plan, fits, plan, search
+from automodel_dist.planner import THROUGHPUT_TIE, Plan, fits, plan, search
 from automodel_dist.problem import Problem
 from automodel_dist.rules import check_layout
 
@@ -130,7 +130,9 @@ def test_chosen_layout_is_in_the_tuned_moe_family_or_a_tie_explained_by_part(t: 
                                    generation(problem.cluster.gpu.compute_capability))
     best, other = result.best.estimate, family.estimate
     margin = best.tokens_per_s_per_gpu / other.tokens_per_s_per_gpu - 1
-    assert band is not None and 0 <= margin < band.median_abs_error, (family.layout.short(), margin, band)
+    # the planner's own tie (within THROUGHPUT_TIE of the best) may put a simpler layout first
+    assert band is not None and -THROUGHPUT_TIE <= margin < band.median_abs_error, (family.layout.short(), margin,
+                                                                                    band)
     gains = advantage_by_part(best, other)
     assert sum(gains.values()) == pytest.approx(other.step_time_s - best.step_time_s, rel=1e-9)
     table = "\n".join(parts_against(best, other, family.layout.short()))
