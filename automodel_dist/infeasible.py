@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.errors import InfeasibleError
+from automodel_dist.layout import AC_MODES
 from automodel_dist.planner import (
     Candidate,
     Checker,
@@ -74,11 +75,13 @@ def _more_gpus(problem: Problem, attempt: Attempt) -> str | None:
 
 def _activation_checkpointing(problem: Problem, attempt: Attempt) -> str | None:
     allowed = problem.pins.activation_checkpointing
-    if allowed is None or True in allowed:
-        return None  # already tried
-    found = attempt(replace(problem, pins=replace(problem.pins, activation_checkpointing=(True,))))
+    untried = tuple(mode for mode in AC_MODES if allowed is not None and mode not in allowed)
+    if not untried:
+        return None  # every mode was already tried
+    found = attempt(replace(problem, pins=replace(problem.pins, activation_checkpointing=untried)))
     if found:
-        return f"activation checkpointing (parallelism.activation_checkpointing: true); {_example(found)}"
+        mode = found.layout.activation_checkpointing
+        return f"activation checkpointing (parallelism.activation_checkpointing: {mode}); {_example(found)}"
     return None
 
 

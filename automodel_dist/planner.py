@@ -16,8 +16,9 @@ memory grows with the tokens of a micro batch and with the micro batches a pipel
 The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own: it has
 no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept gathered),
 so it can fit where smaller splits do not. A split without activation checkpointing is skipped where
-the same split with it did not fit. Under PP with the throughput objective, local batches are tried
-from the largest down (after the smallest) and the smaller ones are skipped once one fits: at the same
+the same split with full or selective checkpointing did not fit (both keep less than no checkpointing; full
+and selective are not ordered: full keeps a few whole layers for the one being recomputed). Under PP with
+the throughput objective, local batches are tried from the largest down (after the smallest) and the smaller ones are skipped once one fits: at the same
 micro batch a smaller local batch runs the same micro batches in more pipeline flushes, so it is never
 faster (it may need less memory, which is why the memory objective judges them all).
 """
@@ -33,7 +34,7 @@ from typing import Any
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.findings import ERROR, Finding
-from automodel_dist.layout import STRATEGIES, Layout
+from automodel_dist.layout import AC_MODES, STRATEGIES, Layout
 from automodel_dist.pipeline_stages import virtual_stage_options
 from automodel_dist.problem import Problem
 from automodel_dist.rules.registry import divisors
@@ -132,7 +133,7 @@ def _pinned(allowed: tuple | None, natural: Iterable) -> list:
 
 
 def layout_fields(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
-                  vpp: int, activation_checkpointing: bool, dispatcher: str | None) -> dict:
+                  vpp: int, activation_checkpointing: str, dispatcher: str | None) -> dict:
     """A layout's fields but the batch split, with what follows from its sizes: schedule, sequence
     parallelism and the global batch (`dispatcher` is `choose_dispatcher`'s, cached by the caller)."""
     model = problem.model
@@ -148,7 +149,7 @@ def layout_fields(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int,
 
 
 def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
-                vpp: int, activation_checkpointing: bool, local_batch_size: int = 1,
+                vpp: int, activation_checkpointing: str | bool, local_batch_size: int = 1,
                 micro_batch_size: int | None = None) -> Layout:
     """A layout with what follows from its sizes (see `layout_fields`); micro batch = local batch without PP."""
     fields = layout_fields(problem, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, dp_replicate=dp_replicate,
@@ -286,11 +287,16 @@ class Enumerator:
                                     else [choose_dispatcher(self.p.model, self.p.cluster, ep).name])
         return self.dispatchers[ep]
 
-    def acs(self, strategy: str) -> list[bool]:
-        """With checkpointing first: the same layout without it cannot fit where that does not."""
-        # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
-        natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [True, False]
-        return sorted(_pinned(self.p.pins.activation_checkpointing, natural), reverse=True)
+    def acs(self, strategy: str) -> list[str]:
+        """Checkpointing modes in `AC_MODES` order, "off" last: it cannot fit where a checkpointed twin does not.
+
+        AutoModel runs selective checkpointing with fsdp2 and ddp only (R5: a pin asking for it elsewhere is
+        left to that rule), and MegatronFSDP skips any checkpointing when world > 1 (automodel.md §3.3)."""
+        natural = ("off",) if self.W > 1 else ("full", "off")
+        if strategy != "megatron_fsdp":
+            natural = AC_MODES
+        allowed = _pinned(self.p.pins.activation_checkpointing, natural)
+        return sorted(allowed, key=AC_MODES.index)
 
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both.
@@ -348,13 +354,16 @@ class Enumerator:
                                                   dispatcher=dispatcher), dp
 
     def run(self) -> Search:
-        with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses
+        # the misses of the checkpointed twins (full, selective) of the structure being walked
+        twins: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])
         for base, dp in self.structures():
-            twin = {**base, "activation_checkpointing": True}
-            known = with_ac[1] if not base["activation_checkpointing"] and with_ac[0] == twin else []
-            too_big = self.walk_batches(base, dp, known)
-            if base["activation_checkpointing"]:
-                with_ac = (base, too_big)
+            mode = base["activation_checkpointing"]
+            key = {**base, "activation_checkpointing": None}
+            if twins[0] != key:
+                twins = (key, [])
+            too_big = self.walk_batches(base, dp, twins[1] if mode == "off" else [])
+            if mode != "off":
+                twins[1].extend(too_big)
             if self.first_fit and self.found_fit:
                 break
         if self.screen is not None and not self.found_fit and not self.first_fit:
@@ -462,13 +471,16 @@ def simplicity(layout: Layout, gpus_per_node: int) -> tuple:
     2. TP, TP·CP and EP groups leaving a node;
     3. the strategy, in `STRATEGIES` order (fsdp2, megatron_fsdp, ddp);
     4. the sizes tp, pp, vpp, cp, ep, dp_replicate, smallest first;
-    5. no activation checkpointing before checkpointing (no recompute).
+    5. no activation checkpointing, then full, then selective (no recompute; then the plainer policy).
     Two layouts with the same key differ only in their batch split.
     """
     dims = sum(x > 1 for x in (layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate, layout.vpp))
     return (dims, groups_leaving_node(layout, gpus_per_node), STRATEGIES.index(layout.strategy)
             if layout.strategy in STRATEGIES else len(STRATEGIES), layout.tp, layout.pp, layout.vpp, layout.cp,
-            layout.ep, layout.dp_replicate, layout.activation_checkpointing)
+            layout.ep, layout.dp_replicate, _AC_SIMPLICITY.index(layout.activation_checkpointing))
+
+
+_AC_SIMPLICITY = ("off", "full", "selective")
 
 
 def rank(problem: Problem, candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -41,8 +41,12 @@ FP32 = 4
 # Bytes per logit element alive at the loss: bf16 logits, the fp32 log-softmax kept for backward, and
 # in backward its fp32 gradient and the bf16 cast (fit: torchtitan Llama 3.1 8B rows, peers.md §6 rows 1-3).
 LOGIT_BYTES = 8.0
-# torchtitan's op-level selective checkpointing keeps about this share of the no-checkpointing
-# activations (every other matmul output plus attention outputs; fit: peers.md §6 rows 1-2).
+# Op-level selective checkpointing keeps about this share of the no-checkpointing activations: the outputs
+# of attention, of every other matmul (and grouped expert GEMM), of top-k and of all-to-all/reduce-scatter
+# collectives, recomputing the rest (norms, activations, rotary, residual adds). AutoModel 0.7.0's
+# `activation_checkpointing: selective` is this very policy, ported from torchtitan (`components/distributed/
+# activation_checkpointing.py`: the same save set and matmul alternation, whole decoder blocks wrapped, on the
+# dense and the MoE path), so torchtitan's measured rows fit it (peers.md §6 rows 1-2).
 SELECTIVE_AC_KEEP = 0.55
 # Layers' worth of full activations alive while one checkpointed layer is recomputed and back-propagated
 # (the recomputed activations and their gradients; fit: peers.md §6 rows 3-4).
@@ -71,7 +75,8 @@ NOT_MODELED = (
     "optimizers keeping fp32 states for bf16 weights (TE FusedAdam: 12 B per parameter instead of 8)",
     "MTP heads and vision towers",
     "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
-    "selective checkpointing granularities other than torchtitan's op-level policy",
+    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective), "
+    "and AutoModel's fallback to per-module checkpointing for KV-shared models",
 )
 
 _CHECKPOINTING = ("none", "full", "selective")
@@ -199,14 +204,20 @@ AUTOMODEL_DEFAULTS = RecipeOptions()
 def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAULTS) -> str:
     """The checkpointing in effect ("none", "full" or "selective").
 
-    The options' override, else the layout's switch as AutoModel applies it: MegatronFSDP skips it on more
+    The options' override, else the layout's mode as AutoModel applies it: MegatronFSDP skips it on more
     than one GPU ("Activation checkpointing is not yet supported with MegatronFSDP. Skipping.",
     automodel.md §3.3).
     """
     if options.checkpointing:
         return options.checkpointing
     skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
-    return "full" if layout.activation_checkpointing and not skipped else "none"
+    return "none" if skipped or not layout.checkpointed else layout.activation_checkpointing
+
+
+def kept_activation_share(mode: str) -> float:
+    """Share of a layer's no-checkpointing activations kept until backward without "full" checkpointing
+    (which keeps only each layer's input: `_rank_parts`): all of them, or selective's saved op outputs."""
+    return SELECTIVE_AC_KEEP if mode == "selective" else 1.0
 
 
 class ModelStates(NamedTuple):
@@ -346,8 +357,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
-            act_elems = keep * chunks_in_flight(layout, rank) / n_stages * (dense_n * dense_act + moe_n * moe_act)
+            act_elems = kept_activation_share(mode) * chunks_in_flight(layout, rank) / n_stages * (
+                dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
         fragmentation = FRAGMENTATION * (activations + logits + gather)

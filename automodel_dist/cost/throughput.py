@@ -1,8 +1,9 @@
 """Step time of one layout, as a breakdown in seconds (pure functions, no torch).
 
 Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
-query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus one
-extra forward when activation checkpointing recomputes it, over the GPU's peak times an achievable
+query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus the
+forward activation checkpointing replays (all of it under full checkpointing; under selective, half the
+GEMMs and the elementwise ops, no attention: `replayed_forward`), over the GPU's peak times an achievable
 efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce-scatter only beyond
 the compute it overlaps with (a sync deferred to the last micro batch only behind that micro batch's
 backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine on the critical path
@@ -25,6 +26,7 @@ cost/fitted_parameters.json; the constants below are priors with their sources.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
@@ -78,9 +80,6 @@ TORCH_DISPATCH_EFFICIENCY = 0.25
 # Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
 # last reduce-scatter of each step).
 FSDP_EXPOSED = 0.05
-# Share of the forward that selective (op-level) checkpointing replays: every other matmul and the
-# cheap elementwise ops (a prior; only torchtitan's rows use it).
-SELECTIVE_RECOMPUTE = 0.5
 # torch.distributed.pipelining's multi-stage schedules post each receive as soon as it can be scheduled
 # and block on it before independent compute (pytorch/pytorch#172668, the root cause of
 # torchtitan#2209; #188833: Interleaved1F1B's warm-up head-of-line bubble), so a rank holding several
@@ -276,14 +275,52 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     attention_rate = peak * physics.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
-    compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
-        shape, layout)
-    # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
-    mode = checkpointing_mode(layout, options)
-    replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
-    recompute = compute * (1.0 / 3.0) / scale * replayed
+    imbalance = stage_imbalance(shape, layout)
+    gemm_time = tokens_per_gpu * (linear_time + expert_time)
+    compute = (attention_time + gemm_time + streamed) * imbalance
+    # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
+    replay = replayed_forward(checkpointing_mode(layout, options), layout)
+    recompute = (replay.attention * attention_time + replay.gemm * gemm_time
+                 + replay.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
+
+
+class Replay(NamedTuple):
+    """Share of each forward part that backward replays: attention kernels, GEMMs (dense and grouped
+    expert), memory-bound elementwise ops, and the forward collectives of TP, EP and CP."""
+
+    attention: float
+    gemm: float
+    elementwise: float
+    tp: float
+    ep: float
+    cp: float
+
+
+# Full checkpointing replays each layer's whole forward, collectives included.
+_FULL_REPLAY = Replay(1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+_NO_REPLAY = Replay(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# AutoModel's selective policy (`components/distributed/activation_checkpointing.py`, torchtitan's): attention
+# outputs (SDPA/flash/TE, CP's ring attention inside them) are saved, so no attention and no CP exchange is
+# replayed; mm/linear/grouped-mm alternate save and recompute, so half the GEMMs are; every elementwise op is.
+# Of the collectives only all-to-all and reduce-scatter outputs are saved: a TP block's all-gather (with SP)
+# or all-reduce (without) is replayed, its reduce-scatter is not (half of SP's collectives, all of plain
+# TP's); the flex dispatchers' dispatch/combine (DeepEP, HybridEP ops) are saved, torch's all-gather
+# dispatch is replayed and its reduce-scatter combine is not.
+_SELECTIVE_GEMM_REPLAYED = 0.5
+
+
+def replayed_forward(mode: str, layout: Layout) -> Replay:
+    """What backward replays of the forward under checkpointing `mode` ("none", "full", "selective"); the
+    collectives' shares depend on the layout's sequence parallelism and dispatcher."""
+    if mode == "full":
+        return _FULL_REPLAY
+    if mode != "selective":
+        return _NO_REPLAY
+    return Replay(attention=0.0, gemm=_SELECTIVE_GEMM_REPLAYED, elementwise=1.0,
+                  tp=0.5 if layout.sequence_parallel else 1.0,
+                  ep=0.0 if layout.dispatcher in FLEX_DISPATCHERS else 0.5, cp=0.0)
 
 
 def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
@@ -323,7 +360,7 @@ def time_breakdown(
     mb_tokens = micro_batch_tokens(layout, seq)
     compute, recompute, attention_time = compute_seconds(shape, layout, training, gpu, options=options,
                                                          params=params)
-    checkpointed = checkpointing_mode(layout, options) == "full"
+    replay = replayed_forward(checkpointing_mode(layout, options), layout)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
 
     # --- per-micro-batch collectives on the critical path ---
@@ -331,12 +368,10 @@ def time_breakdown(
     n_micro = (layout.n_microbatches or 1) if pp > 1 else 1
     micro_batches = micro_batches_per_step(layout)
     layers_here = shape.num_layers / pp
-    forward_passes = 2 if checkpointed else 1  # forwards per micro batch
-
     tp_comm = 0.0
     if tp > 1:
         volume = mb_tokens * shape.hidden * 2 * 2 * (tp - 1) / tp  # ring all-reduce bytes per GPU
-        collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
+        collectives = 2 * (2 + replay.tp) * layers_here  # two per block, forward, replay and backward
         tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain, aggregate=False)
         if options.async_tp:
             tp_comm *= profile.tp_exposed
@@ -345,14 +380,14 @@ def time_breakdown(
     if ep > 1 and shape.moe_layers:
         # sequence parallelism leaves each TP rank its share of the tokens to dispatch
         dispatched = mb_tokens / tp if layout.sequence_parallel else mb_tokens
-        ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
+        ep_comm = micro_batches * 2 * (2 + replay.ep) * shape.moe_layers / pp * _dispatch_seconds(
             shape, layout, gpu, dispatched, nvlink_domain
         ) * (1.0 - profile.ep_overlap)  # dispatch + combine per forward and backward pass, less what overlaps
 
     cp_comm = 0.0
     if cp > 1:
         volume = (cp - 1) * mb_tokens * shape.kv_dim * 2
-        exchanges = (forward_passes + 2) * layers_here  # backward sends K/V and their gradients
+        exchanges = (3 + replay.cp) * layers_here  # backward sends K/V and their gradients
         ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain, aggregate=False)
         latency = micro_batches * exchanges * (cp - 1) * CP_STEP_LATENCY_S
         correction = attention_time * (cp - 1) / cp * CP_CORRECTION_TOKENS / block

@@ -82,10 +82,15 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
     for size_name, feature in UNSUPPORTED_FEATURES.get(strategy, ()):
         if getattr(layout, size_name) > 1:
             out.append(_strategy_feature(strategy, feature, f"{size_name}_size", getattr(layout, size_name)))
+    if layout.activation_checkpointing == "selective" and strategy not in ("fsdp2", "ddp"):
+        out.append(r.SELECTIVE_AC.finding(
+            f"selective activation checkpointing with strategy {strategy}",
+            hint="use activation_checkpointing: true (full), or strategy fsdp2",
+            automodel_message="selective activation checkpointing is supported only for FSDP2 and DDP configs."))
     if strategy == "ddp":
         return True
     if strategy == "megatron_fsdp":
-        if layout.activation_checkpointing and world > 1:
+        if layout.activation_checkpointing == "full" and world > 1:
             out.append(r.MFSDP_AC_SKIPPED.finding(
                 "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
                 hint="use strategy fsdp2 to checkpoint activations, or set activation_checkpointing: false",
