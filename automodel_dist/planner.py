@@ -15,12 +15,14 @@ batches per step is skipped when a split no larger in micro batch and in local b
 memory grows with the tokens of a micro batch and with the micro batches a pipeline keeps in flight.
 The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own: it has
 no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept gathered),
-so it can fit where smaller splits do not. A split without activation checkpointing is skipped where
-the same split with full or selective checkpointing did not fit (both keep less than no checkpointing; full
-and selective are not ordered: full keeps a few whole layers for the one being recomputed). Under PP with
-the throughput objective, local batches are tried from the largest down (after the smallest) and the smaller ones are skipped once one fits: at the same
-micro batch a smaller local batch runs the same micro batches in more pipeline flushes, so it is never
-faster (it may need less memory, which is why the memory objective judges them all).
+so it can fit where smaller splits do not. A split without activation checkpointing is skipped where the
+same split with selective checkpointing did not fit: selective keeps a share of the same activations and
+nothing else differs. (Full checkpointing is not ordered with either: it keeps a few whole layers'
+activations for the layer being recomputed, more than a pipeline rank with few layers keeps without
+checkpointing.) Under PP with the throughput objective, local batches are tried from the largest down (after
+the smallest) and the smaller ones are skipped once one fits: at the same micro batch a smaller local batch
+runs the same micro batches in more pipeline flushes, so it is never faster (it may need less memory, which
+is why the memory objective judges them all).
 """
 
 from __future__ import annotations
@@ -354,16 +356,14 @@ class Enumerator:
                                                   dispatcher=dispatcher), dp
 
     def run(self) -> Search:
-        # the misses of the checkpointed twins (full, selective) of the structure being walked
-        twins: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])
+        selective: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last selective structure's misses
         for base, dp in self.structures():
             mode = base["activation_checkpointing"]
-            key = {**base, "activation_checkpointing": None}
-            if twins[0] != key:
-                twins = (key, [])
-            too_big = self.walk_batches(base, dp, twins[1] if mode == "off" else [])
-            if mode != "off":
-                twins[1].extend(too_big)
+            twin = {**base, "activation_checkpointing": "selective"}
+            known = selective[1] if mode == "off" and selective[0] == twin else []
+            too_big = self.walk_batches(base, dp, known)
+            if mode == "selective":
+                selective = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
         if self.screen is not None and not self.found_fit and not self.first_fit:
@@ -376,7 +376,7 @@ class Enumerator:
 
         A split is skipped when it cannot fit (see the module docstring): with several micro batches per
         step, when a split no larger in both batches did not fit; the one-micro-batch split, only when the
-        same split did not fit. `known` are the misses of the same structure with activation checkpointing.
+        same split did not fit. `known` are the misses of the same structure with selective checkpointing.
         A pipeline chasing throughput tries its smallest local batch, then walks down from the largest and
         stops at the first that fits.
         """

@@ -66,7 +66,7 @@ def test_pins_are_respected_by_the_winner_and_every_alternative() -> None:
     result = plan(problem_of(intent(nodes=4, parallelism=pins)))
     for c in [result.best, *result.alternatives]:
         lay = c.layout
-        assert (lay.strategy, lay.pp, lay.activation_checkpointing) == ("fsdp2", 1, True)
+        assert (lay.strategy, lay.pp, lay.activation_checkpointing) == ("fsdp2", 1, "full")
         assert lay.tp in (1, 2) and lay.ep in (4, 8) and lay.local_batch_size in (1, 2)
     assert result.alternatives, "several pinned choices should leave runners-up"
 
@@ -115,7 +115,7 @@ def test_ties_go_to_the_simplest_layout() -> None:
     best = plan(problem, estimate=lambda _p, _l: fake_estimate()).best.layout
     assert (best.strategy, best.tp, best.pp, best.cp, best.ep, best.dp_replicate, best.vpp) == (
         "fsdp2", 1, 1, 1, 1, 1, 1)
-    assert not best.activation_checkpointing and best.local_batch_size == 1
+    assert best.activation_checkpointing == "off" and best.local_batch_size == 1
 
 
 def test_throughputs_within_one_percent_tie_and_groups_inside_a_node_win() -> None:
@@ -207,14 +207,14 @@ def test_every_remedy_is_computed_by_replanning() -> None:
 
     def memory_model(p: Problem, lay: Layout) -> Estimate:
         mem = (120.0 * p.training.seq_length / 16384 * 8 / lay.world_size
-               * (0.5 if lay.activation_checkpointing else 1.0) * lay.local_batch_size / 2)
+               * (0.5 if lay.checkpointed else 1.0) * lay.local_batch_size / 2)
         return fake_estimate(memory=mem, hbm=p.cluster.gpu.hbm_gib)
 
     with pytest.raises(InfeasibleError) as err:
         plan(problem_of(spec), estimate=memory_model)
     text = "\n".join(err.value.suggestions)
     assert "more GPUs: 2 node(s) × 8 (16 GPUs)" in text
-    assert "activation checkpointing (parallelism.activation_checkpointing: true)" in text
+    assert "activation checkpointing (parallelism.activation_checkpointing: full)" in text
     assert "local_batch_size 1" in text
     assert "seq_length 9216 is the longest that fits" in text  # 120·s/16384 <= 0.9·79.65 -> s <= 9789
     assert "a larger GPU: h200-141gb" in text                  # the smallest HBM with 0.9·HBM >= 120 GiB
