@@ -227,6 +227,22 @@ def test_every_mode_round_trips_through_the_recipe(strategy: str, mode: str) -> 
     assert [f.rule for f in report.errors if f.rule != "memory-fit"] == []  # 12K tokens x 8 need not fit
 
 
+def test_validate_suggests_the_checkpointing_that_would_save_memory() -> None:
+    """A recipe that does not fit is told to checkpoint: full or selective without any, full with selective."""
+    p = resolved(SELECTIVE_WINS)
+    est = plan(p).best.estimate
+    hints = {}
+    for mode in AC_MODES:
+        lay = make_layout(p, strategy="fsdp2", tp=1, pp=1, cp=1, ep=1, dp_replicate=1, vpp=1,
+                          activation_checkpointing=mode, local_batch_size=8)
+        text, _ = emit_recipe(p, lay, est)
+        report = validate_recipe(text, world_size=8, model=p.model, gpu="h100-80gb")
+        hints[mode] = next(f.hint for f in report.errors if f.rule == "memory-fit")
+    assert "activation_checkpointing: true" in hints["off"] and "or selective" in hints["off"]
+    assert "activation_checkpointing: true (full" in hints["selective"] and "or selective" not in hints["selective"]
+    assert "activation_checkpointing" not in hints["full"]
+
+
 def test_a_base_recipe_must_agree_with_the_checkpointing_pin() -> None:
     p = resolved(SELECTIVE_WINS, activation_checkpointing="selective")
     best = plan(p).best

@@ -170,18 +170,18 @@ def micro_batches_per_step(layout: Layout) -> int:
 class RecipeOptions:
     """Recipe settings the Layout does not carry, with AutoModel's defaults (memory and time use them).
 
-    `checkpointing`: None follows the layout (AutoModel's per-layer full recompute, when it applies); "none",
-    "full" or "selective" (torchtitan's op-level policy) override it. `master_weights`: "bf16" (AutoModel
-    loads bf16 weights) or "fp32" (fp32 master weights, fp32 gradients and Adam states). `logit_bytes`:
-    bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross entropy; 4 for a bf16
-    one; 0 for a fused linear cross entropy that never materializes them). `defer_grad_sync`: FSDP2 keeps
-    unsharded gradients across micro batches (AutoModel's `defer_fsdp_grad_sync`, default true).
-    `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the unsharded
-    gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
-    `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
-    `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
-    cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
-    "rowwise", "blockwise", "mxfp8").
+    `checkpointing`: None follows the layout's mode (as AutoModel applies it); "none", "full" or "selective"
+    (torchtitan's op-level policy, which AutoModel's selective is) override it for runs described elsewhere.
+    `master_weights`: "bf16" (AutoModel loads bf16 weights) or "fp32" (fp32 master weights, fp32 gradients and
+    Adam states). `logit_bytes`: bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross
+    entropy; 4 for a bf16 one; 0 for a fused linear cross entropy that never materializes them).
+    `defer_grad_sync`: FSDP2 keeps unsharded gradients across micro batches (AutoModel's `defer_fsdp_grad_sync`,
+    default true). `reduce_dtype`: `mp_policy.reduce_dtype`, the dtype of gradient reduction and of the
+    unsharded gradients FSDP2 accumulates ("float32" by default, "bfloat16" halves both). `async_tp`:
+    `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs). `framework`: the
+    training stack whose profile times the layout ("automodel", "megatron", "torchtitan"; cost/profiles.py).
+    `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling, "rowwise", "blockwise",
+    "mxfp8").
     """
 
     checkpointing: str | None = None
