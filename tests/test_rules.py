@@ -62,6 +62,8 @@ LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-r27-moe-tp-sequence-parallel", lay(16, tp=2, ep=8, sequence_parallel=True), lay(16, tp=2, ep=8), {}),
     ("mfsdp-ac-skipped", lay(strategy="megatron_fsdp", activation_checkpointing=True),
      lay(activation_checkpointing=True), {}),
+    ("am-r5-selective-ac", lay(strategy="megatron_fsdp", activation_checkpointing="selective"),
+     lay(strategy="ddp", activation_checkpointing="selective"), {}),
     ("am-r30-mfsdp-no-dp-shard", lay(strategy="megatron_fsdp", tp=8), lay(strategy="megatron_fsdp", tp=4), {}),
     ("am-r31-lbs-divisible-by-mbs", lay(pp=2, pp_schedule="1f1b", local_batch_size=5, micro_batch_size=2),
      lay(pp=2, pp_schedule="1f1b", local_batch_size=4, micro_batch_size=2), {}),

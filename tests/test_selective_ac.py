@@ -141,6 +141,7 @@ def test_r5_selective_checkpointing_needs_fsdp2_or_ddp() -> None:
     assert "am-r5-selective-ac" not in rules("ddp", "selective")
     # MegatronFSDP accepts full checkpointing and then skips it on more than one GPU (a warning, not R5)
     assert rules("megatron_fsdp", "full") == {"mfsdp-ac-skipped"}
+    assert "mfsdp-ac-skipped" not in rules("megatron_fsdp", "full", world=1)
     assert "mfsdp-ac-skipped" not in rules("megatron_fsdp", "selective")
 
 
