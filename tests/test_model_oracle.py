@@ -189,3 +189,23 @@ def test_megatron_fsdp_is_not_built_and_says_so(worker: ModelWorker) -> None:
               "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
     built = build_model_dry_run(recipe, world_size=8, worker=worker)
     assert built.ok and not built.ranks and [f.rule for f in built.notes] == ["skipped"]
+
+
+@pytest.mark.parametrize("mode", ["selective", "full", "off"])
+def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, mode: str) -> None:
+    """AutoModel's own build of a compiled recipe checkpoints as its activation_checkpointing says: every decoder
+    block under the selective (op-level) policy, checkpoint wrappers without it for full, none when off."""
+    spec = {"model": "meta-llama/Llama-3.2-1B", "hardware": {"gpu": "h100-80gb", "nodes": 1, "gpus_per_node": 2},
+            "training": {"seq_length": 4096, "global_batch_size": 8},
+            "parallelism": {"strategy": "fsdp2", "activation_checkpointing": mode}}
+    result = compile_intent(spec)
+    assert result.layout.activation_checkpointing == mode
+    report = build_model_dry_run(result.yaml, world_size=2, gpus_per_node=2, worker=worker)
+    built = report.ranks[0]
+    assert built.ok, built.error
+    layers = len(built.layers)
+    counts = built.checkpointing
+    expected = {"selective": counts["wrapped"] == counts["selective"] == layers,
+                "full": counts["wrapped"] >= layers and counts["selective"] == 0,
+                "off": counts == {"wrapped": 0, "selective": 0}}
+    assert expected[mode], (mode, counts, layers)

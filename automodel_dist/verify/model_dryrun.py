@@ -75,6 +75,7 @@ class RankModel:
     outer: list[str] = field(default_factory=list)
     stages: int = 0
     plans: dict[str, int] = field(default_factory=dict)
+    checkpointing: dict[str, int] = field(default_factory=dict)  # modules wrapped, of them selective blocks
     error: str = ""
     seconds: float = 0.0
 
@@ -199,7 +200,7 @@ def read_answer(answer: Mapping[str, Any], layout: Layout) -> tuple[list[RankMod
         trainable = params["trainable_padded"]
         ranks.append(RankModel(rank, rank // per_stage, True, built["class"], params["padded"], params["unpadded"],
                                params["even"], trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
-                               built["stages"], built["plans"], seconds=seconds))
+                               built["stages"], built["plans"], built["checkpointing"], seconds=seconds))
     findings += plan_findings([rank.plans for rank in ranks if rank.ok])
     return ranks, findings
 

@@ -104,6 +104,16 @@ def _plans(parts: list[Any], mesh: Any) -> dict[str, Any]:
             "ep_sharded": ep}
 
 
+def _checkpointing(parts: list[Any]) -> dict[str, int]:
+    """Modules AutoModel wrapped for activation checkpointing, and of those the whole blocks under its
+    selective (op-level) policy: what the recipe's activation_checkpointing became."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    wrapped = [m for part in parts for m in part.modules() if isinstance(m, CheckpointWrapper)]
+    return {"wrapped": len(wrapped), "selective": sum(bool(getattr(m, "_nemo_selective_ac", False))
+                                                      for m in wrapped)}
+
+
 def _models(built: Any) -> list[Any]:
     """The model parts this rank holds: one module, or an AutoPipeline's stages."""
     parts = getattr(built, "parts", None)
@@ -155,7 +165,8 @@ def _build_rank(request: dict[str, Any], rank: int, config_dir: str) -> dict[str
                 "params": {key: sum(p[key] for p in params) for key in params[0]},
                 "layers": sorted({i for part in layers for i in part}),
                 "outer": sorted({name for part in outer for name in part}),
-                "stages": len(parts), "plans": _plans(parts, setup.mesh_context)}
+                "stages": len(parts), "plans": _plans(parts, setup.mesh_context),
+                "checkpointing": _checkpointing(parts)}
     finally:
         dist.destroy_process_group()
 
