@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.cost.memory import checkpointing_mode
 from automodel_dist.errors import InfeasibleError
 from automodel_dist.layout import AC_MODES
 from automodel_dist.planner import (
@@ -79,9 +80,9 @@ def _activation_checkpointing(problem: Problem, attempt: Attempt) -> str | None:
     if not untried:
         return None  # every mode was already tried
     found = attempt(replace(problem, pins=replace(problem.pins, activation_checkpointing=untried)))
-    if found:
-        mode = found.layout.activation_checkpointing
-        return f"activation checkpointing (parallelism.activation_checkpointing: {mode}); {_example(found)}"
+    if found:  # the mode in effect: MegatronFSDP skips checkpointing on more than one GPU
+        mode = {"none": "off"}.get(checkpointing_mode(found.layout), found.layout.activation_checkpointing)
+        return f"another checkpointing mode (parallelism.activation_checkpointing: {mode}); {_example(found)}"
     return None
 
 

@@ -214,7 +214,7 @@ def test_every_remedy_is_computed_by_replanning() -> None:
         plan(problem_of(spec), estimate=memory_model)
     text = "\n".join(err.value.suggestions)
     assert "more GPUs: 2 node(s) × 8 (16 GPUs)" in text
-    assert "activation checkpointing (parallelism.activation_checkpointing: full)" in text
+    assert "another checkpointing mode (parallelism.activation_checkpointing: full)" in text
     assert "local_batch_size 1" in text
     assert "seq_length 9216 is the longest that fits" in text  # 120·s/16384 <= 0.9·79.65 -> s <= 9789
     assert "a larger GPU: h200-141gb" in text                  # the smallest HBM with 0.9·HBM >= 120 GiB
