@@ -191,13 +191,14 @@ def test_megatron_fsdp_is_not_built_and_says_so(worker: ModelWorker) -> None:
     assert built.ok and not built.ranks and [f.rule for f in built.notes] == ["skipped"]
 
 
-@pytest.mark.parametrize("mode", ["selective", "full", "off"])
-def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, mode: str) -> None:
+@pytest.mark.parametrize(("strategy", "mode"), [("fsdp2", "selective"), ("fsdp2", "full"), ("fsdp2", "off"),
+                                              ("ddp", "selective")])
+def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, strategy: str, mode: str) -> None:
     """AutoModel's own build of a compiled recipe checkpoints as its activation_checkpointing says: every decoder
     block under the selective (op-level) policy, checkpoint wrappers without it for full, none when off."""
     spec = {"model": "meta-llama/Llama-3.2-1B", "hardware": {"gpu": "h100-80gb", "nodes": 1, "gpus_per_node": 2},
             "training": {"seq_length": 4096, "global_batch_size": 8},
-            "parallelism": {"strategy": "fsdp2", "activation_checkpointing": mode}}
+            "parallelism": {"strategy": strategy, "activation_checkpointing": mode}}
     result = compile_intent(spec)
     assert result.layout.activation_checkpointing == mode
     report = build_model_dry_run(result.yaml, world_size=2, gpus_per_node=2, worker=worker)
