@@ -27,7 +27,7 @@ from automodel_dist.compiler import compile_intent
 from automodel_dist.findings import ERROR
 from automodel_dist.targets.automodel.model_classes import MODEL_CLASSES
 from automodel_dist.validate import validate_recipe
-from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run, stage_layers
+from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run, render_model_report, stage_layers
 
 pytestmark = pytest.mark.model_oracle
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,3 +210,5 @@ def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, s
                 "full": counts["wrapped"] >= layers and counts["selective"] == 0,
                 "off": counts == {"wrapped": 0, "selective": 0}}
     assert expected[mode], (mode, counts, layers)
+    if mode == "selective":
+        assert f"{layers} selective" in render_model_report(report)

@@ -308,6 +308,15 @@ def layer_ranges(layers: Sequence[int]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans) or "-"
 
 
+def checkpointed_text(counts: Mapping[str, int]) -> str:
+    """What AutoModel's build checkpointed: '28 selective' (whole blocks under the op-level policy), '28'
+    (checkpoint wrappers: full), or '-'."""
+    wrapped, selective = counts.get("wrapped", 0), counts.get("selective", 0)
+    if not wrapped:
+        return "-"
+    return f"{selective} selective" if selective == wrapped else str(wrapped)
+
+
 def render_model_report(report: ModelReport, fmt: str = "text") -> str:
     """Text: one line per rank built (bytes as allocated, GiB), then the findings as validate prints them."""
     from automodel_dist.findings import Report
@@ -319,7 +328,7 @@ def render_model_report(report: ModelReport, fmt: str = "text") -> str:
     lines = [f"model-level dry-run: {report.model} on {report.world_size} ranks (AutoModel's own build on the meta "
              "device, torch fake process group; bytes as FSDP2 allocates them)",
              f"{'rank':>5} {'stage':>5}  {'class':<24} {'layers':<14} {'also':<26} {'params':>9} {'grads':>9} "
-             f"{'optimizer':>9}  sharded tp/ep"]
+             f"{'optimizer':>9}  sharded tp/ep  checkpointed"]
     for rank in report.ranks:
         if not rank.ok:
             lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  failed: {rank.error.splitlines()[0]}")
@@ -328,6 +337,7 @@ def render_model_report(report: ModelReport, fmt: str = "text") -> str:
         sizes = " ".join(f"{value / gib:>8.3f}G" for value in (rank.param_bytes, rank.grad_bytes,
                                                                   rank.optimizer_bytes))
         lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  {rank.model_class:<24} {layer_ranges(rank.layers):<14} "
-                     f"{','.join(rank.outer) or '-':<26} {sizes}  {sharded}")
+                     f"{','.join(rank.outer) or '-':<26} {sizes}  {sharded:<13}  "
+                     f"{checkpointed_text(rank.checkpointing)}")
     findings = render_report(Report(findings=report.findings, source=report.source), fmt="text")
     return "\n".join(lines) + "\n" + findings
