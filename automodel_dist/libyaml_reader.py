@@ -11,18 +11,23 @@ using more of YAML is ruamel's alone.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from automodel_dist.limits import MAX_DOCUMENT_NODES, MAX_INT_DIGITS, MAX_NESTING
 
-try:  # PyYAML built without libyaml has no C parser: every document then goes to ruamel
-    from yaml import _yaml as _libyaml
-    from yaml import events as _events
-    from yaml.error import YAMLError as _LibyamlError
-except ImportError:  # pragma: no cover - PyYAML's wheels include libyaml
-    _libyaml = None
+
+@cache
+def _binding() -> Any:
+    """PyYAML's libyaml binding, imported on first use (~14 ms); None when PyYAML was built without libyaml."""
+    try:
+        from yaml import _yaml
+    except ImportError:  # pragma: no cover - PyYAML's wheels include libyaml
+        return None
+    return _yaml
+
 
 # Characters on which the two parsers may count lines or columns apart, or where one is stricter than the
 # other: tabs, carriage returns, Unicode line breaks, a byte-order mark.
@@ -35,8 +40,8 @@ class NotPlain(Exception):
 
 
 def available(text: str) -> bool:
-    """Whether libyaml may read `text` at all: the C parser exists and no character from _OUTSIDE_PLAIN."""
-    return _libyaml is not None and not any(ch in text for ch in _OUTSIDE_PLAIN)
+    """Whether libyaml may read `text` at all: no character from _OUTSIDE_PLAIN, and the C parser exists."""
+    return not any(ch in text for ch in _OUTSIDE_PLAIN) and _binding() is not None
 
 
 def compose(text: str, resolver: Any) -> Any:
@@ -48,17 +53,20 @@ def compose(text: str, resolver: Any) -> Any:
     MAX_INT_DIGITS digits, on an empty or a second document, and on any libyaml error (its wording is not
     ruamel's).
     """
+    from yaml import events
+    from yaml.error import YAMLError
+
     try:
-        return _compose(_libyaml.CParser(text), resolver)
-    except (_LibyamlError, UnicodeError) as exc:
+        return _compose(_binding().CParser(text), resolver, events)
+    except (YAMLError, UnicodeError) as exc:
         raise NotPlain(str(exc)) from None
 
 
-def _compose(parser: Any, resolver: Any) -> Any:
+def _compose(parser: Any, resolver: Any, events: Any) -> Any:
     get_event = parser.get_event
     get_event()  # stream start
     start = get_event()
-    if type(start) is not _events.DocumentStartEvent or start.version is not None or start.tags:
+    if type(start) is not events.DocumentStartEvent or start.version is not None or start.tags:
         raise NotPlain("an empty stream or a %YAML / %TAG directive")
     resolved: dict[tuple[str, tuple[bool, bool]], Any] = {}  # plain values repeat (keys above all)
     mapping_tag = resolver.resolve(MappingNode, None, True)
@@ -70,7 +78,7 @@ def _compose(parser: Any, resolver: Any) -> Any:
     while root is None:
         event = get_event()
         kind = type(event)
-        if kind is _events.MappingEndEvent or kind is _events.SequenceEndEvent:
+        if kind is events.MappingEndEvent or kind is events.SequenceEndEvent:
             node = open_nodes.pop()
             keys.pop()
             node.end_mark = event.end_mark
@@ -82,7 +90,7 @@ def _compose(parser: Any, resolver: Any) -> Any:
         count += 1
         if count > MAX_DOCUMENT_NODES or len(open_nodes) >= MAX_NESTING:
             raise NotPlain("past an input limit")
-        if kind is _events.ScalarEvent:
+        if kind is events.ScalarEvent:
             if event.style == ">":
                 raise NotPlain("a folded scalar")
             value, implicit = event.value, event.implicit
@@ -93,9 +101,9 @@ def _compose(parser: Any, resolver: Any) -> Any:
                 raise NotPlain("past an input limit")
             # libyaml's plain style is '', ruamel's None
             node = ScalarNode(tag, value, event.start_mark, event.end_mark, style=event.style or None)
-        elif kind is _events.MappingStartEvent:
+        elif kind is events.MappingStartEvent:
             node = MappingNode(mapping_tag, [], event.start_mark, None, flow_style=event.flow_style)
-        elif kind is _events.SequenceStartEvent:
+        elif kind is events.SequenceStartEvent:
             node = SequenceNode(sequence_tag, [], event.start_mark, None, flow_style=event.flow_style)
         else:
             raise NotPlain(kind.__name__)
@@ -116,6 +124,6 @@ def _compose(parser: Any, resolver: Any) -> Any:
         else:
             open_nodes.append(node)
             keys.append(None)
-    if type(get_event()) is not _events.DocumentEndEvent or type(get_event()) is not _events.StreamEndEvent:
+    if type(get_event()) is not events.DocumentEndEvent or type(get_event()) is not events.StreamEndEvent:
         raise NotPlain("a second document")
     return root

@@ -257,6 +257,23 @@ def _round_trip_loader() -> YAML:
     return yaml
 
 
+@dataclass
+class _ReadVolume:
+    """How much YAML this process has read: importing libyaml's binding costs about 14 ms, what ruamel takes to
+    read ~5,000 characters, so a process reads with ruamel until it has read `after_chars` (a compile
+    reads one short intent; validating a folder reads hundreds of recipes)."""
+
+    after_chars: int = 6_000
+    chars: int = 0
+
+    def turn_to_libyaml(self, text: str) -> bool:
+        self.chars += len(text)
+        return self.chars >= self.after_chars
+
+
+_READ = _ReadVolume()
+
+
 def parse_with_libyaml(text: str) -> tuple[Any, tuple[DuplicateKey, ...]] | None:
     """What `_parse` gives, composed by libyaml (libyaml_reader) and constructed by the same constructor; None
     when the text is beyond the plain subset both parsers agree on, passes a limit or is in any way in error
@@ -276,7 +293,7 @@ def _parse(text: str, filename: str, *, comments: bool) -> tuple[Any, tuple[Dupl
 
     libyaml reads what it can (the same data and positions, several times faster, but no comments); ruamel
     reads the rest, every error, and every document whose comments are wanted."""
-    fast = None if comments else parse_with_libyaml(text)
+    fast = None if comments or not _READ.turn_to_libyaml(text) else parse_with_libyaml(text)
     if fast is not None:
         return fast
     yaml = _round_trip_loader()

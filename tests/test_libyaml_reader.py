@@ -75,6 +75,18 @@ LEFT_TO_RUAMEL = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _libyaml_from_the_first_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process reads its first few KiB with ruamel (yamlio._ReadVolume); here libyaml reads everything it can."""
+    monkeypatch.setattr(yamlio, "_READ", yamlio._ReadVolume(after_chars=0))
+
+
+def test_a_process_turns_to_libyaml_once_it_has_read_enough() -> None:
+    volume = yamlio._ReadVolume()
+    assert not volume.turn_to_libyaml("model: x\n")  # a compile's intent: importing libyaml would cost more
+    assert volume.turn_to_libyaml("a: 1\n" * 2000)
+
+
 def same_reading(fast: tuple[Any, tuple], slow: tuple[Any, tuple]) -> str | None:
     """None when two readings agree on data, types, scalar attributes, key and item positions and duplicate
     keys; else where they first differ. (Comments are ruamel's alone; a value's own position is not compared:
