@@ -553,11 +553,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     tests/test_planner.py compares the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
-    screen = None
-    if estimate is None and not exhaustive:
-        from automodel_dist.cost.model import estimate_unless
+    screen = hopeless = None
+    if estimate is None:  # the cost model's own bounds hold
+        from automodel_dist.cost.model import cannot_fit, estimate_unless
 
-        screen = estimate_unless
+        screen = None if exhaustive else estimate_unless
+        hopeless = cannot_fit
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
     result = search(problem, check=check, estimate=estimate, screen=screen, space=space)
@@ -565,7 +566,7 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space, hopeless=hopeless)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),
