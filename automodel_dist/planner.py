@@ -105,12 +105,12 @@ def fits(problem: Problem, estimate: Estimate) -> bool:
 
 
 def _default_checker() -> Checker:
-    """The shared layout rules, without the topology checks that can only warn (the search keeps errors)."""
+    """The shared layout rules, without the checks that can only warn (the search keeps errors)."""
     from functools import partial
 
     from automodel_dist.rules import check_layout
 
-    return partial(check_layout, topology_warnings=False)
+    return partial(check_layout, warnings=False)
 
 
 def _default_estimator() -> Estimator:

@@ -603,8 +603,8 @@ def test_a_dispatcher_pin_is_searched_and_written() -> None:
 
 
 def test_the_search_skips_only_warnings() -> None:
-    """The planner's checker leaves out the topology checks; they only ever warn, so every layout keeps the
-    same errors as under the full rule set."""
+    """The planner's checker leaves out the checks that only ever warn, so every layout keeps the same errors
+    as under the full rule set."""
     from automodel_dist.findings import ERROR
     from automodel_dist.rules import check_layout
 
@@ -612,10 +612,10 @@ def test_the_search_skips_only_warnings() -> None:
     kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
     found = search(problem)
     layouts = [c.layout for c in found.candidates] + [lay for lay, _ in found.dropped]
-    assert any(check_layout(lay, **kwargs) != check_layout(lay, **kwargs, topology_warnings=False)
+    assert any(check_layout(lay, **kwargs) != check_layout(lay, **kwargs, warnings=False)
                for lay in layouts)  # some layouts do warn
     for lay in layouts[::3]:
         full = check_layout(lay, **kwargs)
-        lean = check_layout(lay, **kwargs, topology_warnings=False)
+        lean = check_layout(lay, **kwargs, warnings=False)
         assert [f for f in full if f.severity == ERROR] == [f for f in lean if f.severity == ERROR]
         assert all(f.severity != ERROR for f in full if f not in lean)
