@@ -48,7 +48,8 @@ def compose(text: str, resolver: Any) -> Any:
     """The root node of a one-document stream, as ruamel's composer builds it with `resolver`'s implicit tags.
 
     Raises NotPlain on a tag, anchor, alias or directive (ruamel gives them meanings this does not reproduce:
-    merge keys, reused anchors, YAML 1.1), on a folded scalar (ruamel keeps its fold positions), on a collection
+    merge keys, reused anchors, YAML 1.1), on a block scalar (ruamel keeps a folded one's fold positions, and
+    the two read a literal one's header apart: libyaml takes `|#`, ruamel refuses it), on a collection
     used as a mapping key, past MAX_NESTING levels or MAX_DOCUMENT_NODES values, at an integer of more than
     MAX_INT_DIGITS digits, on an empty or a second document, and on any libyaml error (its wording is not
     ruamel's).
@@ -91,8 +92,8 @@ def _compose(parser: Any, resolver: Any, events: Any) -> Any:
         if count > MAX_DOCUMENT_NODES or len(open_nodes) >= MAX_NESTING:
             raise NotPlain("past an input limit")
         if kind is events.ScalarEvent:
-            if event.style == ">":
-                raise NotPlain("a folded scalar")
+            if event.style in ("|", ">"):
+                raise NotPlain("a block scalar")
             value, implicit = event.value, event.implicit
             tag = resolved.get((value, implicit))
             if tag is None:

@@ -4,7 +4,7 @@
 
 FOLDER is searched for *.yaml / *.yml recipes (e.g. a checkout of AutoModel's examples/). Prints:
 
-- how many of them libyaml reads (yamlio's fast path); ruamel reads the rest (anchors, tags, folded scalars,
+- how many of them libyaml reads (yamlio's fast path); ruamel reads the rest (anchors, tags, block scalars,
   tabs, errors);
 - the CPU time of loading them all in this process (`load_document`), ruamel alone and with libyaml;
 - the CPU time, user + system, of one whole `automodel-dist validate --format json FILE...` process over all of

@@ -40,7 +40,6 @@ SHAPES = [
     "a: true\nb: False\nc: TRUE\nd: yes\ne: no\nf: on\ng: Off\nh: y\ni: n\n",
     "a: null\nb: ~\nc:\nd: Null\ne: NULL\nf: ''\ng: \"\"\n",
     "a: 'single ''quoted'''\nb: \"double \\\"quoted\\\" \\t \\u00e9 \\x41 \\/\"\nc: plain with spaces\n",
-    "a: |\n  line one\n  line two\nb: |-\n  strip\nc: |+\n  keep\n\nd: |2\n    indented\ne: x\n",
     "a: [1, 2, 'x', \"y\", {b: c}, [d, e]]\nf: {g: 1, h: [2, 3], 'i': null}\nj: []\nk: {}\n",
     "a:\n- 1\n- b: 2\n  c: 3\n- - nested\n  - list\n-\n- last\n",
     "'quoted key': 1\n\"double key\": 2\n3: int key\n2.5: float key\ntrue: bool key\nnull: null key\n",
@@ -64,11 +63,12 @@ SHAPES = [
     "a: " + "x" * 2000 + "\n",
     "a: 12345678901234567890123456789012345678901234567890\n",
 ]
-# Documents libyaml leaves to ruamel: tags, anchors, aliases, merge keys, directives, folded scalars, tabs,
+# Documents libyaml leaves to ruamel: tags, anchors, aliases, merge keys, directives, block scalars, tabs,
 # CR line ends, several documents, empty streams, and every error.
 LEFT_TO_RUAMEL = [
     "a: !!int 3\n", "a: !custom x\n", "a: &x 1\nb: *x\n", "base: &b {x: 1}\nc:\n  <<: *b\n",
     "%YAML 1.1\n---\na: yes\n", "%TAG !e! tag:example.com:\n---\na: 1\n", "a: >\n  folded\n  text\n",
+    "a: |\n  line one\n  line two\nb: |-\n  strip\n", "a: |#\n  x\n",
     "a:\t1\n", "a: 1\r\nb: 2\r\n", "a: 1\n---\nb: 2\n", "", "# only\n", "a: [1, 2\n", "a:\n  b: 1\n c: 2\n",
     "[a, b]: 1\n", "{a: 1}: 2\n", "a: 'x\n", "a: \"\\q\"\n", "a: @x\n",
     "\ufeffa: 1\n", "a: 1\u2028b: 2\n", "a: \x07\n",
