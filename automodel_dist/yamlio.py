@@ -364,19 +364,21 @@ def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file",
 
 
 def to_plain(value: Any) -> Any:
-    """ruamel's commented containers and scalar subclasses -> plain dict/list/str/int/float/bool."""
-    if isinstance(value, Mapping):
-        return {to_plain(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+    """ruamel's commented containers and scalar subclasses -> plain dict/list/str/int/float/bool.
+
+    Scalars are tested first: they are most of a document, and the Mapping test is an abstract-class check."""
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
         return float(value)
-    if isinstance(value, str):
-        return str(value)
+    if isinstance(value, Mapping):
+        return {to_plain(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
     return value
 
 
