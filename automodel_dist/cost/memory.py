@@ -358,3 +358,14 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         fragmentation = FRAGMENTATION * (activations + logits + gather)
         by_rank.append((params, grads, optim, gather, activations, logits, fragmentation, runtime))
     return by_rank
+
+
+def peak_floor_gib(shape: ModelShape, world_size: int) -> float:
+    """No layout of `world_size` GPUs peaks below this (GiB): every rank holds the runtime, every other part is
+    non-negative, and the most loaded rank holds at least its share of the model's bf16 weights (the weights
+    split over tp·pp and FSDP-sharded over at most dp·cp; experts over ep and ep_shard, at most the same ranks).
+    The remedy search skips a variation whose limit is below it (tests/test_planner.py checks the premise)."""
+    weights = (shape.dense_layers * shape.dense_layer_params + shape.moe_layers * (
+        shape.moe_layer_params + shape.num_experts * shape.expert_params) + shape.embedding_params
+               + shape.lm_head_params + shape.final_norm_params)
+    return RUNTIME_GIB + weights * BF16 / max(world_size, 1) / GIB

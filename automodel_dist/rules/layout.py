@@ -39,16 +39,17 @@ UNSUPPORTED_FEATURES = {
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
-                 training: TrainingSpec | None = None, topology_warnings: bool = True) -> list[Finding]:
+                 training: TrainingSpec | None = None, warnings: bool = True) -> list[Finding]:
     """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast.
 
-    `topology_warnings=False` skips the checks that can only warn (where TP and EP groups land): the
-    planner, which keeps only errors, would otherwise build and discard thousands of them per compile.
+    `warnings=False` skips the checks that can only warn (where TP and EP groups land, the dispatcher's
+    package, idle stages, CP padding): the planner, which keeps only errors, would otherwise build and
+    discard thousands of them per compile.
     """
     out: list[Finding] = []
-    mesh_sound = _check_mesh(layout, out)
+    mesh_sound = _check_mesh(layout, out, warnings)
     if layout.strategy == "fsdp2" and layout.pp > 1:
-        _check_pipeline(layout, out)
+        _check_pipeline(layout, out, warnings)
     if mesh_sound:
         _check_batch(layout, out)
     if model is not None:
@@ -56,16 +57,16 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
     if training is not None and layout.cp > 1:
         if training.packed_sequences:
             check_cp_packing(layout, model, training, out)
-        else:
+        elif warnings:
             check_cp_padding(layout, training, out)
     if layout.dispatcher is not None:
-        _check_dispatcher(layout, out)
-    if topology_warnings and cluster is not None and layout.world_size > 1:
+        _check_dispatcher(layout, out, warnings)
+    if warnings and cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, model, out)
     return out
 
 
-def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
+def _check_mesh(layout: Layout, out: list[Finding], warnings: bool = True) -> bool:
     """Strategy support and mesh arithmetic (AutoModel `_create_device_meshes`); True if dp is sound."""
     strategy, world = layout.strategy, layout.world_size
     tp, pp, cp, ep, dpr = layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate
@@ -85,7 +86,7 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
     if strategy == "ddp":
         return True
     if strategy == "megatron_fsdp":
-        if layout.activation_checkpointing and world > 1:
+        if warnings and layout.activation_checkpointing and world > 1:
             out.append(r.MFSDP_AC_SKIPPED.finding(
                 "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
                 hint="use strategy fsdp2 to checkpoint activations, or set activation_checkpointing: false",
@@ -105,7 +106,7 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
         if dp * denom != world:
             out.append(_world_product(layout, dp, denom))
             sound = False
-    if strategy == "megatron_fsdp" and dp * cp == 1 and world > 1:
+    if warnings and strategy == "megatron_fsdp" and dp * cp == 1 and world > 1:
         out.append(r.MFSDP_NO_DP_SHARD.finding(
             f"MegatronFSDP with dp·cp = 1 on {world} GPUs shards nothing: the model is only tensor-parallel",
             hint="lower tp_size so that dp > 1, or use strategy fsdp2",
@@ -179,7 +180,7 @@ def _replicate_choices(dp: int) -> str:
     return listing([d for d in divisors(dp) if d < dp or d == 1])
 
 
-def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
+def _check_pipeline(layout: Layout, out: list[Finding], warnings: bool = True) -> None:
     """PP micro-batch arithmetic and stages per rank (AutoModel recipe setup, AutoPipeline, stage split)."""
     pp, lbs, mbs, vpp = layout.pp, layout.local_batch_size, layout.micro_batch_size, layout.vpp
     if mbs > 0 and lbs > 0:
@@ -196,7 +197,7 @@ def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
                      "or lower pp_microbatch_size",
                 automodel_message=f"pp_batch_size {lbs} // pp_microbatch_size {mbs} must be >= pp_size {pp}"))
         else:
-            if n_micro < vpp:
+            if warnings and n_micro < vpp:
                 out.append(r.MICROBATCHES_BELOW_STAGES.finding(
                     f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
                     hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})",
@@ -371,10 +372,10 @@ def check_cp_padding(layout: Layout, training: TrainingSpec, out: list[Finding])
             hint=f"use a sequence length that is a multiple of {2 * cp} (e.g. {up - 2 * cp} or {up})"))
 
 
-def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
+def _check_dispatcher(layout: Layout, out: list[Finding], warnings: bool = True) -> None:
     """The MoE token dispatcher against the world size (AutoModel `MoE.__init__`) and its package."""
     world = layout.world_size
-    if layout.dispatcher in ("deepep", "hybridep") and world > 1 and layout.ep > 1:
+    if warnings and layout.dispatcher in ("deepep", "hybridep") and world > 1 and layout.ep > 1:
         out.append(r.DISPATCHER_PACKAGE.finding(
             f"dispatcher {layout.dispatcher} runs on the deep_ep package (DeepEP; HybridEP is its hybrid-ep "
             "build), which `pip install nemo-automodel` does not install",
@@ -385,7 +386,7 @@ def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
             f"dispatcher mok needs a world size divisible by 4, got {world}",
             hint="use dispatcher deepep or torch, or a world size divisible by 4",
             automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {world}"))
-    elif layout.dispatcher in INTER_NODE_DISPATCHERS and world == 1:
+    elif warnings and layout.dispatcher in INTER_NODE_DISPATCHERS and world == 1:
         out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
             f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
             hint="set model.backend.dispatcher: torch for single-GPU runs",
