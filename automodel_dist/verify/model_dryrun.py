@@ -59,8 +59,9 @@ ORACLE_MISSING = ("dry-run --model needs AutoModel itself: pip install 'automode
 
 @dataclass
 class RankModel:
-    """What one rank holds after AutoModel's build: bytes as allocated (FSDP2's padded shards), as the local
-    tensors hold them (unpadded), and as an even split of every parameter would (`even`, what a formula gives)."""
+    """What one rank holds after AutoModel's build: bytes as allocated (FSDP2's padded shards, MegatronFSDP's
+    flat-buffer shards), as the local tensors hold them (unpadded), and as an even split of every parameter
+    would (`even`, what a formula gives)."""
 
     rank: int
     pp_rank: int
@@ -196,10 +197,10 @@ def read_answer(answer: Mapping[str, Any], layout: Layout) -> tuple[list[RankMod
                 findings.append(error_finding(built["error"], rank, built.get("stage", "model")))
             continue
         params = built["params"]
-        trainable = params["trainable_padded"]
+        trainable = params["trainable_padded"]  # MegatronFSDP: its main weights, with their own gradient buffer
         ranks.append(RankModel(rank, rank // per_stage, True, built["class"], params["padded"], params["unpadded"],
-                               params["even"], trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
-                               built["stages"], built["plans"], seconds=seconds))
+                               params["even"], params.get("grads", trainable), ADAM_STATES * trainable,
+                               built["layers"], built["outer"], built["stages"], built["plans"], seconds=seconds))
     findings += plan_findings([rank.plans for rank in ranks if rank.ok])
     return ranks, findings
 
@@ -241,12 +242,6 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
         layout = layout_from_config(config, world_size=world_size, model=spec)
     except RecipeValueError as exc:
         raise exc.located(doc) from None
-    if layout.strategy == "megatron_fsdp":  # its flat buffers are GPU tensors from the start (no stand-in yet)
-        return ModelReport(world_size=world_size, source=doc.filename, model=spec.name, findings=locate_all(doc, [
-            r.SKIPPED.finding("MegatronFSDP allocates its parameter and gradient buffers on the GPU while wrapping "
-                              "the model, which the model-level dry-run cannot stand in for yet: not built",
-                              path="distributed.strategy", hint="the mesh-level dry-run (without --model) still "
-                              "checks this recipe's meshes")]))
     chosen = _ranks(layout, ranks, all_ranks)
     seq = int(as_mapping(config.get("packed_sequence")).get("packed_sequence_size") or 0)
     request = model_request(config, layout, spec, chosen, seq)
