@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import pytest
 
+from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import list_models
 from automodel_dist.cost.memory import RankLoad, model_states
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import resolve_config
-from automodel_dist.targets.automodel.model_classes import automodel_moe
+from automodel_dist.targets.automodel.model_classes import automodel_moe, model_class
 from automodel_dist.targets.automodel.parse import layout_from_config
-from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run
+from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run, stage_layers
 
 pytestmark = pytest.mark.model_oracle
 SFT = TrainingSpec()
@@ -36,7 +37,12 @@ LAYOUTS = {  # name -> (world size, distributed section, ep for MoE models on Au
     "fsdp8": (8, {"strategy": "fsdp2"}, 8),
     "pp2-fsdp4": (8, {"strategy": "fsdp2", "pp_size": 2, "pipeline": {}}, 4),
     "hsdp2x4-ep2": (8, {"strategy": "fsdp2", "dp_replicate_size": 2}, 2),
+    "fsdp4-tp2": (8, {"strategy": "fsdp2", "tp_size": 2}, 1),
+    "mfsdp8": (8, {"strategy": "megatron_fsdp"}, 1),
 }
+# MegatronFSDP pads each parameter group's flat buffer so every rank's shard starts aligned: at most this
+# share of the bytes (measured: under 0.1% on every dense catalog model at dp 4; FSDP2 pads one row per tensor).
+MFSDP_PADDING = 2e-3
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +51,18 @@ def worker():
         yield running
 
 
-# Qwen3-Next is not pipelined here: the shape averages attention over its linear and full layers, so a
-# stage's share is exact only for the whole model.
+
+
+def _builds(spec, section: dict) -> bool:
+    """TP only on classes with a TP plan (am-r22-tp-plan); MegatronFSDP builds no MoE model in AutoModel 0.7.0
+    (am-mfsdp-moe; test_model_oracle shows both refusals)."""
+    if section.get("tp_size", 1) > 1 and not model_class(spec.family).tp_plan:
+        return False
+    return not (spec.is_moe and section["strategy"] == "megatron_fsdp")
+
+
 CASES = [(preset, name) for preset in list_models() for name in sorted(LAYOUTS)
-         if not (preset.spec.linear_attention_layers and "pp_size" in LAYOUTS[name][1])]
+         if _builds(preset.spec, LAYOUTS[name][1])]
 
 
 @pytest.mark.parametrize(("preset", "layout_name"), CASES, ids=[f"{p.id}-{n}" for p, n in CASES])
@@ -69,9 +83,16 @@ def test_model_state_bytes_equal_automodels(worker: ModelWorker, preset, layout_
         load = RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages), share.embedding, share.head)
         states = model_states(shape, layout, SFT, load)
         kind, per_layer = KNOWN_GAPS.get(preset.id, ("moe", 0))
-        layers = load.moe if kind == "moe" else spec.linear_attention_layers
+        layers = load.moe if kind == "moe" else linear_layers(spec, layout, rank.pp_rank)
         gap = per_layer * layers / (layout.dp_shard * layout.cp)  # on non-expert weights: FSDP-sharded
         assert states.params == pytest.approx(rank.param_bytes_even - gap, rel=1e-9, abs=8), rank
         assert rank.param_bytes_even <= rank.param_bytes
-        assert states.grads == pytest.approx(rank.grad_bytes - gap, rel=1e-4)
-        assert states.optimizer == pytest.approx(rank.optimizer_bytes - 2 * gap, rel=1e-4)
+        padding = MFSDP_PADDING if layout.strategy == "megatron_fsdp" else 1e-4
+        assert states.grads == pytest.approx(rank.grad_bytes - gap, rel=padding)
+        assert states.optimizer == pytest.approx(rank.optimizer_bytes - 2 * gap, rel=padding)
+
+
+def linear_layers(spec, layout, pp_rank: int) -> int:
+    """Linear-attention layers on a pipeline rank, from the layer types of the config the build reads."""
+    types = hf_config_dict(spec).get("layer_types") or []
+    return sum(types[i] == "linear_attention" for i in stage_layers(layout, spec, pp_rank))
