@@ -52,6 +52,7 @@ ERROR_RULES: tuple[tuple[str, r.Rule], ...] = (
     (r"(Single stage|Multi-stage) schedule requires", r.STAGES_PER_RANK),
     (r"Number of virtual stages", r.VIRTUAL_STAGES),
     (r"pp_batch_size \d+ // pp_microbatch_size", r.PP_MICROBATCHES),
+    (r"megatron_fsdp_unit_modules was not provided", r.MFSDP_MOE),
 )
 ORACLE_MISSING = ("dry-run --model needs AutoModel itself: pip install 'automodel-dist[oracle]' "
                   "(nemo-automodel 0.7.0 with its dependencies), then pip uninstall triton")
