@@ -26,7 +26,7 @@ from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.findings import BySeverity, Finding, locate_all
+from automodel_dist.findings import ERROR, BySeverity, Finding, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.rules import registry as r
@@ -34,6 +34,7 @@ from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.model_classes import model_class
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, section
 from automodel_dist.targets.automodel.recipe_model import recipe_model
+from automodel_dist.verify.mesh import judge_mesh_stage
 from automodel_dist.yamlio import as_mapping, load_document, to_plain
 
 ALL_RANKS_LIMIT = 64  # --all-ranks beyond this would take minutes (each rank re-initialises the fake group)
@@ -239,6 +240,11 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
     doc = load_document(source, what="recipe")
     config, _missing = resolve_config(doc.data)
     spec = _model(config, model)
+    # what AutoModel refuses before it builds the model (a null distributed section, sizes that make no
+    # meshes) is the mesh dry-run's verdict: nothing is built, as AutoModel builds nothing
+    _layout, mesh_findings = judge_mesh_stage(doc, world_size=world_size, gpus_per_node=gpus_per_node)
+    if any(finding.severity == ERROR for finding in mesh_findings):
+        return ModelReport(world_size=world_size, source=doc.filename, model=spec.name, findings=mesh_findings)
     try:
         layout = layout_from_config(config, world_size=world_size, model=spec)
     except RecipeValueError as exc:
