@@ -241,14 +241,16 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     # (its own MoE classes take no TP; Mixtral's Hugging Face class falls back to a plan without them)
     experts_w = load.moe * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
     sharded_w = dense_w / fsdp + experts_w / expert_shard
+    # bytes beyond `weight_bytes` of the weights kept in fp32 (their gradients and AdamW states are fp32 too)
+    fp32_extra = (load.dense + load.moe) * shape.fp32_layer_params / fsdp * (FP32 - weight_bytes)
     if training.is_peft:
         trained = (load.dense * shape.dense_layer_adapter + load.moe * shape.moe_layer_adapter) / tp / fsdp
-        return ModelStates(sharded_w * BF16 + trained * FP32, trained * FP32, trained * 2 * FP32, dense_w,
-                           experts_w, trained * fsdp)
+        return ModelStates(sharded_w * BF16 + fp32_extra + trained * FP32, trained * FP32, trained * 2 * FP32,
+                           dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes, sharded_w * weight_bytes, sharded_w * 2 * weight_bytes, dense_w,
-                       experts_w, trained_unsharded)
+    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
+                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(

@@ -61,6 +61,9 @@ class ModelShape:
     # norms (and Qwen3's per-head q/k norms), and in an MoE layer the router
     dense_layer_tp_whole: int = 0
     moe_layer_tp_whole: int = 0
+    # parameters per layer (averaged over the layers) that AutoModel keeps in fp32: Qwen3-Next's Gated
+    # DeltaNet decay terms A_log and dt_bias, one per value head each
+    fp32_layer_params: float = 0.0
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -183,4 +186,5 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         kv_dim=kv,
         dense_layer_tp_whole=pc.norms_per_layer + qk_norm,
         moe_layer_tp_whole=pc.norms_per_layer + qk_norm + pc.router_per_moe_layer,
+        fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
     )
