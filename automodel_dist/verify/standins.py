@@ -147,15 +147,12 @@ def _no_stream(_original: Any) -> type:
     return _NoStream
 
 
-def _real_tensors(original: Any) -> Any:
-    """Run `original` with FakeTensorMode suspended: rank bookkeeping on real tensors (a device mesh's rank
-    table, an object all-gather's sizes) needs their values, which fake tensors do not have."""
-    import functools
-
+def _real_values(original: Any) -> Any:
+    """`original` (a function or a property) with FakeTensorMode suspended: a device mesh's rank table and the
+    sizes an object all-gather exchanges are read by value, which fake tensors do not have."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     def real(function: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             with unset_fake_temporarily():
                 return function(*args, **kwargs)
@@ -191,9 +188,15 @@ STAND_INS = (
     StandIn("torch.cuda", "Stream", "MegatronFSDP's side streams for gradient reduction and parameter gathers",
             _no_stream),
     StandIn("torch.distributed.device_mesh", "DeviceMesh.mesh",
-            "reads the rank table by value, which FakeTensorMode would fake", _real_tensors),
+            "reads the rank table by value, which FakeTensorMode would fake", _real_values),
     StandIn("torch.distributed", "all_gather_object",
-            "MegatronFSDP's uneven-shard check gathers shard shapes by value", _real_tensors),
+            "DTensor.from_local(run_check=True) in MegatronFSDP's TP path gathers the shard metadata by value",
+            _real_values),
+    StandIn("megatron_fsdp.param_and_grad_buffer", "validate_uneven_dtensor",
+            "checks the shard offsets gathered from every rank; the fake process group's gather returns this "
+            "rank's own shape in every slot, so ranks past 1 would fail a check the real run passes", _nothing),
+    StandIn("megatron_fsdp.param_and_grad_buffer", "update_uneven_dtensor_chunk_metadata",
+            "records the same gathered offsets for checkpointing (the dry-run saves none)", _nothing),
 )
 
 
