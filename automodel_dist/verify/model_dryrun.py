@@ -2,9 +2,10 @@
 
 recipe -> the model it trains (catalog preset or config.json, written out with every layer at real width)
 -> a worker process (verify/model_worker.py) builds it under torch's fake process group for the chosen
-ranks -> per rank: parameter bytes as FSDP2 allocates them (padded shards), the gradient and optimizer
-bytes they imply, the layers and outer modules it holds, whether TP and EP sharded anything; every error
-AutoModel raises becomes a located finding under the rule that predicts it (or `am-model-build`).
+ranks -> per rank: parameter bytes as allocated (FSDP2's padded shards, MegatronFSDP's flat-buffer shards),
+the gradient and optimizer bytes they imply, the layers and outer modules it holds, whether TP and EP
+sharded anything; every error AutoModel raises becomes a located finding under the rule that predicts it
+(or `am-model-build`).
 
 This module never imports torch: the worker does. Without the `oracle` extra it is an input error.
 """
@@ -318,7 +319,7 @@ def render_model_report(report: ModelReport, fmt: str = "text") -> str:
         return json.dumps(report.to_json(), indent=2) + "\n"
     gib = float(1 << 30)
     lines = [f"model-level dry-run: {report.model} on {report.world_size} ranks (AutoModel's own build on the meta "
-             "device, torch fake process group; bytes as FSDP2 allocates them)",
+             "device, torch fake process group; bytes as FSDP2 or MegatronFSDP allocates them)",
              f"{'rank':>5} {'stage':>5}  {'class':<24} {'layers':<14} {'also':<26} {'params':>9} {'grads':>9} "
              f"{'optimizer':>9}  sharded tp/ep"]
     for rank in report.ranks:
