@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from automodel_dist.compiler import CompileResult, layout_json
+from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.profiles import ErrorBand, parameters
 from automodel_dist.cost.throughput import generation
 from automodel_dist.infeasible import largest_parts
@@ -61,6 +62,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "error_band": None if band is None else {"median_abs_error": band.median_abs_error, "rows": band.rows,
                                                  "group": band.group},
         "tie_within_error_band": within_band(result, band),
+        "advantage_over_runner_up_s": (advantage_by_part(result.estimate, result.alternatives[0].estimate)
+                                       if result.alternatives else None),
     }
 
 
@@ -102,6 +105,24 @@ def why_it_won(result: CompileResult) -> str:
     return f"{gain:.1%} more tokens/s/GPU than #2"
 
 
+def advantage_by_part(winner: Estimate, other: Estimate) -> dict[str, float]:
+    """Seconds per step the winner saves on each part of the step time against `other` (negative: it
+    spends more there). Layouts of one problem move the same tokens per GPU per step, so the parts add up to
+    the whole difference in throughput."""
+    return {part: other.time.get(part, 0.0) - spent for part, spent in winner.time.items()}
+
+
+def parts_against(winner: Estimate, other: Estimate, label: str) -> list[str]:
+    """The step-time parts of the winner beside another layout's, term by term (parts both leave at zero
+    are left out): where the winner's advantage comes from."""
+    gains = advantage_by_part(winner, other)
+    rows = [["part", "winner s", f"{label} s", "winner saves s"]]
+    rows += [[part, f"{winner.time[part]:.3f}", f"{other.time.get(part, 0.0):.3f}", f"{gain:+.3f}"]
+             for part, gain in gains.items() if winner.time[part] or other.time.get(part, 0.0)]
+    rows.append(["step", f"{winner.step_time_s:.3f}", f"{other.step_time_s:.3f}", f"{sum(gains.values()):+.3f}"])
+    return _table(rows)
+
+
 def headline(result: CompileResult) -> tuple[str, str]:
     """The problem in one line, and the search in another (the text and the HTML report open with them)."""
     problem = result.problem
@@ -137,6 +158,10 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
     rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
     lines += _table(rows)
     lines.append("")
+    if result.alternatives:
+        lines.append("step time by part against #2 (seconds per step; the same tokens per GPU):")
+        lines += parts_against(est, result.alternatives[0].estimate, "#2")
+        lines.append("")
     if result.pruned:
         lines.append("layouts pruned, by rule (a layout breaking several rules counts under each):")
         width = max(len(rule) for rule in result.pruned)

@@ -2,7 +2,8 @@
 
 Each file is written to a temporary file in its own folder, flushed and fsync'ed, then renamed over the
 target (`os.replace`, atomic on POSIX): a full disk, a crash or a `kill -9` leaves the previous file
-whole, and two runs writing one path leave one complete file, never a mix. Before anything is written
+whole, and two runs writing one path leave one complete file, never a mix. The temporary file a killed
+run left behind is removed by the next run that writes the same target. Before anything is written
 the targets are checked: never an input of the same run (the intent, its base recipe, a model file; also
 through a symlink or a hard link), and never an existing file the tool did not write unless `force`.
 A file counts as the tool's when one of its first lines carries a marker the tool writes (the recipe
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ _MARKERS = (RECIPE_MARKER, WRITTEN_BY_MARKER, JSON_MARKER_LINE)
 _MARKER_LINES = 8  # a marker counts only near the top, where the tool writes it
 _HEAD_BYTES = 4096
 _CHUNK = 1 << 16
+_STALE_SECONDS = 60  # a live write takes milliseconds; older temps of dead writers are litter
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ def write_outputs(outputs: Sequence[Output], *, inputs: Iterable[str | os.PathLi
         for out in outputs:
             current = out.path
             out.path.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale_temps(out.path)
             temps.append((_write_temp(out), out.path))
         for temp, target in temps:
             current = target
@@ -147,7 +152,7 @@ def _check_target(target: Path, inputs: Sequence[Path], force: bool) -> None:
 
 def _write_temp(out: Output) -> Path:
     """The text in a new temporary file beside the target, on disk (fsync), with the target's permissions."""
-    fd, name = tempfile.mkstemp(dir=out.path.parent, prefix=f".{out.path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=out.path.parent, prefix=_temp_prefix(out.path, os.getpid()), suffix=".tmp")
     temp = Path(name)
     try:
         data = out.text.encode("utf-8")
@@ -161,6 +166,36 @@ def _write_temp(out: Output) -> Path:
         raise
     os.close(fd)
     return temp
+
+
+def _temp_prefix(target: Path, pid: int) -> str:
+    """Temporary files name their writer's pid, so a later run can tell a dead writer's litter from a live write."""
+    return f".{target.name}.{pid}."
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Remove temporary files for `target` left by a writer that was killed (its pid gone, the file old)."""
+    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)\.[A-Za-z0-9_]+\.tmp")
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent):
+            match = pattern.fullmatch(entry.name)
+            if not match or not entry.is_file(follow_symlinks=False) or _alive(int(match.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS:
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    """Is a process with this pid running on this machine (or not ours to signal, which still means alive)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _write_chunk(fd: int, chunk: bytes) -> None:

@@ -78,6 +78,7 @@ class CalibrationRow:
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
     framework: str = "automodel"  # automodel | megatron | torchtitan: the profile that times it
+    balanced_gate: bool = False  # AutoModel's fake_balanced_gate (its benchmark recipes; a learned router otherwise)
     fp8_recipe: str = "tensorwise"  # tensorwise (per-tensor current scaling) | rowwise | blockwise | mxfp8
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
@@ -154,7 +155,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         name="AM Qwen3-30B-A3B pretrain 8xH100 EP8", source=AUTOMODEL, model="Qwen/Qwen3-30B-A3B",
         gpu="h100", world_size=8,
         layout={"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
-        seq_length=4096, global_batch_size=512, checkpointing="full", logit_bytes=4,
+        seq_length=4096, global_batch_size=512, checkpointing="full", logit_bytes=4, balanced_gate=True,
         tokens_per_s_per_gpu=12040, tflops_per_gpu=277,
         notes="21.773 s/step; TE + DeepEP, fake balanced gate; MaskedCrossEntropy(fp32_upcast=false)",
     ),
@@ -162,7 +163,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         name="AM GPT-OSS-20B pretrain 8xH100 EP8", source=AUTOMODEL, model="openai/gpt-oss-20b",
         gpu="h100", world_size=8,
         layout={"ep": 8, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "deepep"},
-        seq_length=4096, global_batch_size=256, checkpointing="none", logit_bytes=0,
+        seq_length=4096, global_batch_size=256, checkpointing="none", logit_bytes=0, balanced_gate=True,
         tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
         notes="10.04 s/step; TE + DeepEP + FlexAttn, experts torch_mm; FusedLinearCrossEntropy",
     ),
@@ -193,6 +194,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         layout={"pp": 4, "vpp": 4, "ep": 64, "pp_schedule": "interleaved1f1b", "local_batch_size": 4,
                 "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"},
         seq_length=4096, global_batch_size=256, checkpointing="full", logit_bytes=4, reduce_dtype="bfloat16",
+        balanced_gate=True,
         notes="deepseek_v3_te_deepep.yaml: layers_per_stage 4, mp_policy reduce_dtype bf16, "
               "MaskedCrossEntropy(fp32_upcast=false)",
     ),
@@ -201,7 +203,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         gpu="h100", world_size=256,
         layout={"pp": 4, "vpp": 12, "ep": 32, "pp_schedule": "interleaved1f1b", "local_batch_size": 8,
                 "micro_batch_size": 1, "activation_checkpointing": True, "dispatcher": "hybridep"},
-        seq_length=4096, global_batch_size=2048, checkpointing="full", logit_bytes=4,
+        seq_length=4096, global_batch_size=2048, checkpointing="full", logit_bytes=4, balanced_gate=True,
         notes="qwen3_moe_235b_te_deepep.yaml: layers_per_stage 2 (48 stages, rounded up), ep_shard 2 with "
               "experts kept gathered, MaskedCrossEntropy(fp32_upcast=false)",
     ),
@@ -275,7 +277,7 @@ def _am_page(name: str, model: str, world: int, layout: dict[str, Any], gbs: int
              tps: float, notes: str, checkpointing: str = "full") -> CalibrationRow:
     return CalibrationRow(
         name=name, source=AUTOMODEL_PAGE, model=model, gpu="h100", world_size=world, layout=layout, seq_length=4096,
-        global_batch_size=gbs, checkpointing=checkpointing, logit_bytes=4, tokens_per_s_per_gpu=tps,
+        global_batch_size=gbs, checkpointing=checkpointing, logit_bytes=4, balanced_gate=True, tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}",
     )
 

@@ -105,11 +105,10 @@ def test_pipeline_bubble_shrinks_with_more_micro_batches_and_virtual_stages():
 
     fractions = [bubble(m) for m in (2, 4, 8, 16)]
     assert fractions == sorted(fractions, reverse=True)
-    assert bubble(4) == pytest.approx(4 / 3 * 3 / 4, rel=1e-9)  # (pp-1)/n_micro, on compute+recompute
-    # torch.distributed.pipelining blocks on receives: interleaving keeps only part of its promised gain
-    kept = parameters().profile("automodel").interleave_kept
-    assert bubble(4, vpp=2) == pytest.approx(bubble(4) * (1 - kept / 2), rel=1e-9)
-    assert bubble(4) / 2 < bubble(4, vpp=2) < bubble(4)
+    # torch's replayed schedule: (pp-1)/n_micro idle on compute+recompute when the stages weigh alike; the
+    # LM head (about 1.2 layers of Llama-3.1-70B's 80) makes the last rank busier and the others wait for it
+    assert 0.9 < bubble(4) < 1.0  # (pp-1)/n_micro = 3/4 of compute+recompute = 4/3 of compute
+    assert bubble(4) / 2 * 0.9 < bubble(4, vpp=2) < bubble(4) / 2 * 1.1  # interleaving halves it
 
 
 def test_megatron_pipeline_keeps_the_full_interleaving_gain():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from automodel_dist.cli import main
 from automodel_dist.compiler import compile_intent
 from automodel_dist.explain import render_explain
@@ -82,3 +84,16 @@ def test_explain_quotes_the_cross_validated_error_and_marks_a_tie_inside_it() ->
     assert within_band(result, ErrorBand(median_abs_error=0.0, rows=9, group="x")) == (margin < 0)
     assert ("tie: the winner's margin" in text) == within_band(result, band)
     assert json.loads(render_explain(result, top=1, fmt="json"))["error_band"]["rows"] == band.rows
+
+
+def test_explain_shows_the_step_time_part_by_part_against_the_runner_up() -> None:
+    result = compile_intent(INTENT)
+    second = result.alternatives[0].estimate
+    data = json.loads(render_explain(result, top=2, fmt="json"))
+    gains = data["advantage_over_runner_up_s"]
+    assert sum(gains.values()) == pytest.approx(second.step_time_s - result.estimate.step_time_s, rel=1e-9)
+    text = render_explain(result, top=2)
+    table = text.split("step time by part against #2", 1)[1].split("\n\n", 1)[0]
+    for part, gain in gains.items():
+        if result.estimate.time[part] or second.time[part]:
+            assert f"{gain:+.3f}" in table and part in table

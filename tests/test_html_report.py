@@ -111,9 +111,10 @@ def test_explain_html_has_the_four_views_and_the_winners_numbers(tmp_path: Path,
     step = dom.sections["step-time"]
     assert seconds(est.step_time_s) in step and "EP comm" in step and "compute" in step
     panels = [a["data-axis"] for a in dom.tags("figure", **{"class": "panel"})]
-    assert panels == ["ep", "dp_shard"]  # qwen3-30b-a3b's winner: ep16 over dp_shard 16, tp = cp = pp = 1
+    # qwen3-30b-a3b's winner: ep8 inside each node, ep_shard 2 across them, dp_shard 16; tp = cp = pp = 1
+    assert panels == ["ep", "ep_shard", "dp_shard"]
     cells = [a for a in dom.tags("rect", **{"class": "cell"})]
-    assert len(cells) == 2 * small.problem.cluster.world_size
+    assert len(cells) == len(panels) * small.problem.cluster.world_size
 
 
 def test_the_report_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,8 +181,9 @@ def test_a_large_world_is_summarised(tmp_path: Path, large: CompileResult) -> No
 
 def test_dry_run_html_of_an_intent_draws_the_torch_meshes(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "dry.html"
-    assert main(["dry-run", str(SMALL), "--html", str(out)]) == 0
+    out, intent = tmp_path / "dry.html", tmp_path / "intent.yaml"
+    intent.write_text(SMALL.read_text(encoding="utf-8") + "parallelism:\n  ep: 16\n", encoding="utf-8")
+    assert main(["dry-run", str(intent), "--html", str(out)]) == 0  # EP 16 spans both nodes
     dom = Dom(out.read_text(encoding="utf-8"))
     assert dom.section_order[:4] == VIEW_IDS and "findings" in dom.section_order
     assert "fake process group" in dom.sections["rank-map"]

@@ -190,6 +190,19 @@ def test_schema_errors_are_located_with_a_fix(tmp_path: Path, text: str, line: i
     assert exc.hint
 
 
+@pytest.mark.parametrize("limit", ["240", "30:00", "04:00:00", "100:00:00", "1-12", "1-12:30", "1-00:00:00"])
+def test_launcher_time_takes_every_form_sbatch_accepts(tmp_path: Path, limit: str) -> None:
+    """sbatch reads minutes, MM:SS, HH:MM:SS and D-HH[:MM[:SS]]; a limit a cluster user writes daily must load."""
+    intent = load_intent(write(tmp_path, MINIMAL + f"launcher:\n  time: '{limit}'\n"))
+    assert intent.launcher["time"] == limit
+
+
+@pytest.mark.parametrize("limit", ["4h", "1-", "-1", "1:60", "04:00:00:00", "1-2-3"])
+def test_launcher_time_refuses_what_sbatch_would(tmp_path: Path, limit: str) -> None:
+    exc = error_of(write(tmp_path, MINIMAL + f"launcher:\n  time: '{limit}'\n"))
+    assert "launcher.time" in exc.message + exc.where and "D-HH:MM:SS" in exc.message
+
+
 def test_unknown_key_suggests_the_nearest(tmp_path: Path) -> None:
     exc = error_of(write(tmp_path, MINIMAL + "  precison: bf16\n"))
     assert located_at(exc, 8, 3)

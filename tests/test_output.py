@@ -115,7 +115,26 @@ def test_kill_9_during_a_write_leaves_the_old_file_intact(tmp_path: Path) -> Non
     assert proc.returncode == -signal.SIGKILL
     assert target.read_bytes() == before
     # The half-written temporary file is all a kill leaves; the target never sees it.
-    assert len(_leftovers(tmp_path)) == 1
+    litter = _leftovers(tmp_path)
+    assert len(litter) == 1 and f".{proc.pid}." in litter[0]
+    # The next run writing that target removes the dead writer's litter once it is old (a live write is never old).
+    output.write_outputs([output.Output(target, "# " + output.RECIPE_MARKER + "\n")])
+    assert _leftovers(tmp_path) == litter
+    stale = time.time() - 3600
+    os.utime(tmp_path / litter[0], (stale, stale))
+    output.write_outputs([output.Output(target, "# " + output.RECIPE_MARKER + "\n")])
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_live_writers_temp_file_is_never_removed(tmp_path: Path) -> None:
+    target = tmp_path / "recipe.yaml"
+    live = tmp_path / f".recipe.yaml.{os.getpid()}.abc123.tmp"
+    other = tmp_path / ".other.yaml.1.abc123.tmp"
+    for path in (live, other):
+        path.write_text("partial")
+        os.utime(path, (0, 0))
+    output.write_outputs([output.Output(target, "# " + output.RECIPE_MARKER + "\n")])
+    assert live.exists() and other.exists()
 
 
 def test_two_concurrent_writers_leave_one_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -176,7 +176,9 @@ class RecipeOptions:
     `enable_async_tensor_parallel` (time only: it hides most TP collectives behind the GEMMs).
     `framework`: the training stack whose profile times the layout ("automodel", "megatron", "torchtitan";
     cost/profiles.py). `fp8_recipe`: the FP8 scaling with `precision: fp8` ("tensorwise" current scaling,
-    "rowwise", "blockwise", "mxfp8").
+    "rowwise", "blockwise", "mxfp8"). `balanced_gate`: AutoModel's `model.backend.fake_balanced_gate`, the
+    benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
+    ranks and NVLink domains each token is dispatched to, and keeps no router activations.
     """
 
     checkpointing: str | None = None
@@ -187,6 +189,7 @@ class RecipeOptions:
     async_tp: bool = False
     framework: str = "automodel"
     fp8_recipe: str = "tensorwise"
+    balanced_gate: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -307,7 +310,9 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     tokens = micro_batch_tokens(layout, training.seq_length)
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
-    moe_act = (shape.moe_act_rep + shape.moe_act_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
+    moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
+    moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
+    moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:

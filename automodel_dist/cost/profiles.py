@@ -3,7 +3,7 @@
 Physics (how fast a GEMM of a given shape runs on a GPU generation, how much faster FP8 makes it) is
 shared by every stack; a `FrameworkProfile` holds what differs between AutoModel, Megatron-Bridge and
 torchtitan (their kernels' overall efficiency, how much of the MoE dispatch they hide, how much of a
-pipeline's interleaving gain their runtime keeps, how much of TP's traffic async TP hides).
+whether they run torch's pipeline runtime, how much of TP's traffic async TP hides).
 
 The values are data: `fitted_parameters.json`, written by `benchmarks/calibration.py --fit` (a least-squares
 fit on log throughput error over the measurement set in benchmarks/measurements/ and
@@ -29,18 +29,16 @@ class FrameworkProfile:
 
     `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs and fused attention.
     `ep_overlap`: share of the MoE dispatch/combine hidden behind compute (Megatron's EP overlap; AutoModel
-    runs them on the critical path). `interleave_kept`: share of interleaving's bubble reduction the
-    pipeline runtime keeps (torch.distributed.pipelining blocks on receives; Megatron's schedules keep it
-    all). `tp_exposed`: share of TP collectives left exposed with async TP / TP comm overlap.
+    runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP comm overlap.
     `peft_efficiency`: speed of LoRA steps relative to the counted FLOPs (thin adapter GEMMs).
     `grad_sync_every_micro_batch`: the stack reduces gradients every micro batch (Megatron's DDP/dist-opt).
-    `torch_pipeline`: the stack runs torch.distributed.pipelining (blocking send/receive).
+    `torch_pipeline`: the stack runs torch.distributed.pipelining (blocking send/receive; its schedule is
+    replayed, cost/pipeline.py).
     """
 
     name: str
     kernel_efficiency: float
     ep_overlap: float
-    interleave_kept: float
     tp_exposed: float
     peft_efficiency: float
     torch_pipeline: bool

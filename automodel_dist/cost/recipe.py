@@ -30,6 +30,7 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
     """The RecipeOptions an AutoModel recipe mapping implies (AutoModel's defaults where it is silent)."""
     distributed = _section(recipe.get("distributed"))
     model = _section(recipe.get("model"))
+    backend = _section(model.get("backend"))
     loss = _section(recipe.get("loss_fn"))
 
     defer = distributed.get("defer_fsdp_grad_sync", AUTOMODEL_DEFAULTS.defer_grad_sync)
@@ -49,4 +50,5 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         defer_grad_sync=defer if isinstance(defer, bool) else AUTOMODEL_DEFAULTS.defer_grad_sync,
         reduce_dtype="bfloat16" if reduce in _SIXTEEN_BIT else "float32",
         async_tp=distributed.get("enable_async_tensor_parallel") is True,
+        balanced_gate=backend.get("fake_balanced_gate") is True,
     )

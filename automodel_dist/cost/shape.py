@@ -13,6 +13,7 @@ from functools import lru_cache
 from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.problem import TrainingSpec
+from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class ModelShape:
     moe_act_rep: float
     moe_act_tp: float
     moe_act_expert: float
+    moe_act_router: float  # the part of moe_act_rep only a learned router keeps (not AutoModel's fake gate)
+    moe_act_output: float  # expert outputs a stack weighting them after the down projection keeps (Megatron)
     # FLOPs per token, forward+backward of a full training step (6 per linear weight)
     dense_layer_flops: float  # linear layers of one dense layer
     moe_layer_flops: float  # non-expert linear layers of one MoE layer (attention, router, shared)
@@ -138,11 +141,19 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     dense_act_rep, dense_act_tp = att_rep + 2 * h, att_tp + 3 * spec.intermediate_size
     k, moe_i = spec.experts_per_token, spec.moe_intermediate_size
     shared_i = spec.shared_expert_intermediate_size * max(spec.num_shared_experts, 0)
-    # router logits and probabilities in fp32 (2 elements each), then per top-k copy: the dispatched
-    # input, gate/up/activation intermediates and the expert output kept for the weighted combine.
+    # router logits and probabilities in fp32 (2 elements each), then per top-k copy: the dispatched input
+    # (kept by the gate/up grouped GEMM) and the gate/up output and activation output (kept by the activation
+    # and the down GEMM). AutoModel's own MoE classes apply the routing weight inside the activation
+    # (`apply_router_weight_after_down` is False for all of them: GroupedExperts*.forward passes the
+    # probabilities to `expert_activation`), so the down projection's output goes straight to the combine
+    # and is not kept; Hugging Face's expert loop (Mixtral) multiplies that output by the weight and keeps it.
     moe_act_rep = att_rep + 2 * h + 4 * spec.num_routed_experts
+    # AutoModel's `fake_balanced_gate` (FakeBalancedGate.forward) reads only the token count: no logits, and
+    # the normed input is kept only when shared experts' first linear layer keeps it (the dispatch keeps none)
+    moe_act_router = 4 * spec.num_routed_experts + (0 if shared_i else h)
     moe_act_tp = att_tp + 3 * shared_i
-    moe_act_expert = k * (2 * h + 3 * moe_i)
+    own_moe = automodel_moe(spec)
+    moe_act_expert = k * ((1 if own_moe else 2) * h + 3 * moe_i)
 
     q, kv, v_out = _attention_dims(spec)
     # QK^T and AV, 6 = forward 2 + backward 4, over the keys a token attends to on average: half the
@@ -177,6 +188,10 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         moe_act_rep=moe_act_rep,
         moe_act_tp=moe_act_tp,
         moe_act_expert=moe_act_expert,
+        moe_act_router=moe_act_router,
+        # Megatron-Core multiplies the routing probabilities in at the unpermute (moe_apply_probs_on_input
+        # is off by default), after the down projection: it keeps each expert output as AutoModel does not
+        moe_act_output=k * h if own_moe else 0,
         dense_layer_flops=dense_layer_flops,
         moe_layer_flops=moe_layer_flops,
         moe_expert_flops=moe_expert_flops,

@@ -7,13 +7,14 @@ efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce
 the compute it overlaps with (a sync deferred to the last micro batch only behind that micro batch's
 backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine on the critical path
 (AutoModel does not overlap them); CP's ring exchange beyond the part of the attention that hides it,
-plus its per-step latency and softmax correction; pipeline send/receive (blocking in
-torch.distributed.pipelining) and the schedule's bubble, of which torch's multi-stage schedules keep
-more than the textbook formula says.
+plus its per-step latency and softmax correction; for torch.distributed.pipelining (AutoModel,
+torchtitan) the schedule replayed on a clock with AutoModel's stage split (cost/pipeline.py): its idle time
+is the bubble, the send/receive hops on its critical path the exposed pipeline communication; Megatron's
+schedules take the textbook bubble and hide their sends.
 
 The same physics scores other stacks through `RecipeOptions.framework`: each stack's profile
 (cost/profiles.py) says how efficient its kernels are, how much of the EP dispatch and TP traffic it
-hides and how much of interleaving's gain its pipeline runtime keeps.
+hides and whether it runs torch's pipeline runtime.
 
 Model TFLOP/s/GPU follows the calibration tables' convention (AutoModel's performance summary): model
 FLOPs without recompute, LoRA counted at 4 per weight, causal attention.
@@ -24,6 +25,7 @@ cost/fitted_parameters.json; the constants below are priors with their sources.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import GpuSpec
@@ -35,10 +37,12 @@ from automodel_dist.cost.memory import (
     micro_batches_per_step,
     split_loads,
 )
+from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
+from automodel_dist.pipeline_stages import stage_layer_counts
 from automodel_dist.problem import TrainingSpec
 
 # The efficiency of GEMMs, attention, FP8, GPUs and each stack's overlap are fitted parameters
@@ -81,11 +85,7 @@ FSDP_EXPOSED = 0.05
 # Share of the forward that selective (op-level) checkpointing replays: every other matmul and the
 # cheap elementwise ops (a prior; only torchtitan's rows use it).
 SELECTIVE_RECOMPUTE = 0.5
-# torch.distributed.pipelining's multi-stage schedules post each receive as soon as it can be scheduled
-# and block on it before independent compute (pytorch/pytorch#172668, the root cause of
-# torchtitan#2209; #188833: Interleaved1F1B's warm-up head-of-line bubble), so a rank holding several
-# stages keeps only part of the bubble reduction interleaving promises: each profile's `interleave_kept`.
-# Zero-bubble schedules split the weight-gradient pass to fill most of the bubble.
+# Zero-bubble schedules split the weight-gradient pass to fill most of the bubble (not replayed).
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
 PARTS = (
@@ -171,12 +171,36 @@ def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggre
     return min(nvlink, per_domain * gpu.internode_gbps * 1e9 * INTERNODE_EFFICIENCY)
 
 
-def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: float, domain: int) -> float:
+@lru_cache(maxsize=1024)
+def routing_spread(experts: int, top_k: int, ep: int, local_ranks: int, balanced_gate: bool) -> tuple[float, float]:
+    """(EP ranks, groups of `local_ranks` consecutive EP ranks) one token's top_k experts land on, on average.
+
+    Experts sit in contiguous blocks of experts/ep per EP rank (AutoModel's and Megatron's placement). A
+    learned router (or Megatron's forced load balancing) picks top_k distinct experts at random: a block is
+    missed with probability C(E - block, k) / C(E, k). AutoModel's `fake_balanced_gate` gives token i the
+    experts i·k .. i·k + k - 1 (mod E), one contiguous run: it touches ceil((offset + k) / block) blocks.
+    """
+    def spread(block: float) -> float:
+        if balanced_gate:
+            starts = [(i * top_k) % experts for i in range(experts)]
+            return sum(math.ceil((s % block + top_k) / block) for s in starts) / len(starts)
+        missed = 1.0
+        for j in range(top_k):  # C(E - block, k) / C(E, k) as a running product
+            missed *= max(0.0, (experts - block - j) / (experts - j))
+        return experts / block * (1.0 - missed)
+
+    per_rank = experts / ep
+    return min(spread(per_rank), ep), min(spread(per_rank * local_ranks), ep / local_ranks)
+
+
+def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: float, domain: int,
+                      balanced_gate: bool) -> float:
     """Seconds of one MoE dispatch (or combine) of `tokens` tokens per GPU over `layout.ep` ranks.
 
-    Each token goes to top_k experts spread evenly over the EP ranks (balanced routing). Copies to ranks
-    in the same NVLink domain cross NVLink; the rest cross the network, where the flex dispatchers send
-    one copy per remote domain hit instead of one per expert.
+    The flex dispatchers (DeepEP, HybridEP, ...) send a token once per destination rank inside the NVLink
+    domain and once per destination domain across the network (then forward it over NVLink): the copies
+    are the distinct ranks and domains its experts sit on (`routing_spread`). Torch's path moves one copy
+    per routed expert.
     """
     ep, k = layout.ep, shape.top_k
     token_bytes = shape.hidden * 2
@@ -185,26 +209,71 @@ def _dispatch_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens: f
     local_ranks = min(ep, domain)
     local_copies = k * (local_ranks - 1) / ep
     remote_copies = k * (ep - local_ranks) / ep
-    if flex and ep > domain:
-        domains = ep / domain
-        remote_copies = (domains - 1) * (1 - (1 - 1 / domains) ** k)
+    if flex:
+        ranks_hit, domains_hit = routing_spread(shape.num_experts, k, ep, local_ranks, balanced_gate)
+        domains = ep / local_ranks
+        local_copies = ranks_hit * (local_ranks - 1) / ep
+        remote_copies = domains_hit * (domains - 1) / domains
     nvlink = tokens * local_copies * token_bytes / (gpu.nvlink_gbps * 1e9 * rate)
     network = tokens * remote_copies * token_bytes / (gpu.internode_gbps * 1e9 * rate) if remote_copies else 0.0
     return max(nvlink, network)
 
 
-def _bubble_fraction(layout: Layout, n_micro: int, interleave_kept: float) -> float:
-    """Idle share of a pipeline step: (pp-1)/(stages per rank x micro batches), less for zero-bubble.
-
-    A multi-stage schedule keeps only `interleave_kept` of interleaving's gain (the profile's: torch's
-    blocking receives keep part of it, Megatron's schedules all of it).
-    """
+def _bubble_fraction(layout: Layout, n_micro: int) -> float:
+    """Idle share of a pipeline step by the textbook: (pp-1)/(stages per rank x micro batches), less for
+    zero-bubble schedules (Megatron's schedules, and torch's schedules `pipeline.replay` does not cover)."""
     stages_per_rank = 2 if layout.pp_schedule in V_SCHEDULES else (layout.vpp or 1)
-    share = 1.0 - interleave_kept * (1.0 - 1.0 / stages_per_rank)
-    fraction = (layout.pp - 1) / n_micro * share
+    fraction = (layout.pp - 1) / (n_micro * stages_per_rank)
     if layout.pp_schedule in ("interleavedzerobubble", "zbvzerobubble", "dualpipev"):
         fraction *= ZERO_BUBBLE_FACTOR
     return fraction
+
+
+def _layer_work(shape: ModelShape) -> tuple[float, float]:
+    """Model FLOPs per token of one dense and one MoE decoder layer, attention included."""
+    attention = shape.attention_flops / max(shape.num_layers, 1)
+    return shape.dense_layer_flops + attention, shape.moe_layer_flops + shape.moe_expert_flops + attention
+
+
+@lru_cache(maxsize=1024)
+def _stage_forward(shape: ModelShape, num_stages: int) -> tuple[float, ...]:
+    """Each stage's forward work per token in model FLOPs (AutoModel's split; the LM head on the last)."""
+    dense, moe = _layer_work(shape)
+    work, start = [], 0
+    for count in stage_layer_counts(shape.num_layers, num_stages):
+        dense_here = max(0, min(start + count, shape.dense_layers) - start)
+        work.append(dense_here * dense + (count - dense_here) * moe)
+        start += count
+    work[-1] += shape.lm_head_flops
+    return tuple(work)
+
+
+def _replay_inputs(shape: ModelShape, layout: Layout, mode: str) -> tuple | None:
+    """`replay`'s arguments for torch's schedule of `layout` (None without PP or for a schedule the replay
+    does not cover)."""
+    vpp, n_micro = layout.vpp or 1, layout.n_microbatches or 1
+    schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
+    if (layout.pp or 1) <= 1 or schedule not in SIMULATED_SCHEDULES or (schedule == "interleaved1f1b") != (vpp > 1):
+        return None  # no pipeline, a schedule not replayed, or a stage count torch refuses (the rules say so)
+    replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
+    return layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp), 2.0 + replayed
+
+
+def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
+    """torch's schedule of `layout` replayed (None without PP or for a schedule the replay does not cover)."""
+    inputs = _replay_inputs(shape, layout, mode)
+    return replay(*inputs) if inputs else None
+
+
+def _bubble_share(shape: ModelShape, layout: Layout, mode: str, torch_pipeline: bool, *,
+                  lower_bound: bool = False) -> float:
+    """The bubble as a share of the busiest rank's work: the replay's idle time under torch's runtime (with
+    `lower_bound`, a bound on it that needs no replay), the textbook share otherwise."""
+    inputs = _replay_inputs(shape, layout, mode) if torch_pipeline else None
+    if inputs is None:
+        return _bubble_fraction(layout, layout.n_microbatches or 1)
+    pp, vpp, n_micro, _, forward, ratio = inputs
+    return idle_lower_bound(pp, vpp, n_micro, forward, ratio) if lower_bound else replay(*inputs).idle_share
 
 
 def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
@@ -226,9 +295,7 @@ def stage_imbalance(shape: ModelShape, layout: Layout) -> float:
 @lru_cache(maxsize=1024)
 def _stage_imbalance(shape: ModelShape, pp: int, vpp: int, schedule: str | None) -> float:
     """`stage_imbalance` of a split (cached: the planner asks for the same few splits thousands of times)."""
-    attention = shape.attention_flops / max(shape.num_layers, 1)
-    dense = shape.dense_layer_flops + attention
-    moe = shape.moe_layer_flops + shape.moe_expert_flops + attention
+    dense, moe = _layer_work(shape)
     total = model_flops_per_token(shape) / shape.flops_scale  # every rank's work together, unscaled like theirs
     busiest = max(load.dense * dense + load.moe * moe + (shape.lm_head_flops if load.head else 0.0)
                   for load in split_loads(shape.num_layers, shape.dense_layers, pp, vpp, schedule))
@@ -298,8 +365,9 @@ def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     busy = compute + recompute
     if (layout.pp or 1) <= 1:
         return busy
-    n_micro = layout.n_microbatches or 1
-    return busy + busy * _bubble_fraction(layout, n_micro, params.profile(options.framework).interleave_kept)
+    torch_pipeline = params.profile(options.framework).torch_pipeline
+    return busy + busy * _bubble_share(shape, layout, checkpointing_mode(layout, options), torch_pipeline,
+                                       lower_bound=True)
 
 
 def time_breakdown(
@@ -330,7 +398,6 @@ def time_breakdown(
 
     # --- per-micro-batch collectives on the critical path ---
     ga = layout.grad_accumulation or 1
-    n_micro = (layout.n_microbatches or 1) if pp > 1 else 1
     micro_batches = micro_batches_per_step(layout)
     layers_here = shape.num_layers / pp
     forward_passes = 2 if checkpointed else 1  # forwards per micro batch
@@ -348,7 +415,7 @@ def time_breakdown(
         # sequence parallelism leaves each TP rank its share of the tokens to dispatch
         dispatched = mb_tokens / tp if layout.sequence_parallel else mb_tokens
         ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * _dispatch_seconds(
-            shape, layout, gpu, dispatched, nvlink_domain
+            shape, layout, gpu, dispatched, nvlink_domain, options.balanced_gate
         ) * (1.0 - profile.ep_overlap)  # dispatch + combine per forward and backward pass, less what overlaps
 
     cp_comm = 0.0
@@ -363,9 +430,11 @@ def time_breakdown(
     pp_comm = 0.0
     if pp > 1 and profile.torch_pipeline:  # Megatron overlaps its send/receive with compute
         volume = mb_tokens * shape.hidden * 2 / (tp if layout.sequence_parallel else 1)
-        hops = 2 * (layout.vpp or 1) * micro_batches  # activations forward, gradients backward
-        # torch.distributed.pipelining waits for each send/receive before the next action (no overlap),
-        # and once the stages span NVLink domains the slowest hop crosses the network on one NIC
+        # torch.distributed.pipelining blocks on each receive right before the action that needs it: the
+        # transfers on the schedule's critical path are exposed (all of them where it is not replayed), and
+        # once the stages span NVLink domains the slowest hop crosses the network on one NIC
+        run = schedule_replay(shape, layout, checkpointing_mode(layout, options))
+        hops = ga * run.hops if run else 2 * (layout.vpp or 1) * micro_batches
         pp_comm = hops * volume / _bandwidth(gpu, 1, world, nvlink_domain, aggregate=False)
 
     # --- FSDP / HSDP / DDP, overlapped with compute ---
@@ -414,8 +483,8 @@ def time_breakdown(
     fsdp_comm = (max(0.0, gather_s - busy) + max(0.0, sync_s - sync_window)
                  + FSDP_EXPOSED * (gather_s + sync_s))
 
-    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_fraction(
-        layout, n_micro, profile.interleave_kept) if pp > 1 else 0.0
+    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_share(
+        shape, layout, checkpointing_mode(layout, options), profile.torch_pipeline) if pp > 1 else 0.0
     return {
         "compute": compute,
         "recompute": recompute,
