@@ -22,7 +22,13 @@ from automodel_dist.pipeline_stages import stage_split, virtual_stage_options
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import divisors, listing
-from automodel_dist.targets.automodel.model_classes import MODEL_CLASSES, ep_moe_message, model_class, tp_plan_message
+from automodel_dist.targets.automodel.model_classes import (
+    MODEL_CLASSES,
+    ep_moe_message,
+    mfsdp_moe_message,
+    model_class,
+    tp_plan_message,
+)
 
 # Model families AutoModel runs with its own implementation (BackendConfig, TE attention by default),
 # which is what packed sequences with context parallelism need (AutoModel `supports_cp_with_sequence_packing`:
@@ -291,6 +297,12 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                 f"tp_size={tp} but AutoModel builds {model.name} as {cls.name}, which has no tensor-parallel plan",
                 hint="set distributed.tp_size: 1 and shard with FSDP2, ep_size, pp_size or cp_size instead",
                 automodel_message=tp_plan_message(tp, cls.name)))
+    if layout.strategy == "megatron_fsdp" and model.is_moe and layout.dp * layout.cp > 1:  # else it does not wrap
+        out.append(r.MFSDP_MOE.finding(
+            f"{model.name} is an MoE model: MegatronFSDP cannot wrap its experts in AutoModel 0.7.0 "
+            "(megatron-fsdp 0.5.0 puts every `.experts.` weight in an expert data-parallel group, which AutoModel "
+            "does not build)", hint="use strategy fsdp2 (with ep_size on AutoModel's own MoE classes)",
+            automodel_message=mfsdp_moe_message(cls)))
     if ep > 1 and layout.strategy == "fsdp2":
         ep_capable = cls.moe_mixin if cls is not None else model.is_moe
         if not ep_capable:
