@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
+from automodel_dist.targets import TARGETS
 from automodel_dist.textsafe import printable
 
 if TYPE_CHECKING:
@@ -46,9 +47,6 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
-TARGETS = ("automodel", "megatron-bridge")
-
-
 def _compile_megatron(args: argparse.Namespace) -> int:
     from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 
@@ -62,7 +60,7 @@ def _compile_megatron(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(result.to_json(), indent=2) + "\n"
     elif args.format == "hydra":
-        text = "\n".join(result.hydra) + "\n"
+        text = result.hydra_text()
     else:
         text = result.yaml
     if out is None:
@@ -123,16 +121,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from automodel_dist.compiler import compile_intent
     from automodel_dist.explain import render_explain
 
-    if args.target == "megatron-bridge":
-        from automodel_dist.targets.megatron_bridge.compile import compile_megatron, explain_settings
-
-        if args.html:
-            raise InputError("--html reports the automodel target's plan", hint="drop --html")
-        result = compile_megatron(args.intent, args.overrides)
-        text = render_explain(result, top=args.top, fmt=args.format)
-        _print(text if args.format == "json" else text + "\n" + explain_settings(result))
-        return 0
-    result = compile_intent(args.intent, args.overrides)
+    result = compile_intent(args.intent, args.overrides, target=args.target)
     _print(render_explain(result, top=args.top, fmt=args.format))
     if args.html:
         from automodel_dist.html_report import from_compile
@@ -145,17 +134,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from automodel_dist.report import render_report
 
     if args.target == "megatron-bridge":
-        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+        from automodel_dist.validate import header_recipe, validate_recipe
+        from automodel_dist.yamlio import read_text_file
 
-        if not args.recipe_function:
-            raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to",
-                             hint="e.g. --recipe deepseek_v3_pretrain_config")
         if len(args.recipe) > 1:
             raise InputError("--target megatron-bridge judges one override file", hint="validate one file")
-        nodes, gpus_per_node = args.nodes or 1, args.gpus_per_node or 8
-        report = validate_overrides(args.recipe[0], recipe=args.recipe_function, world_size=nodes * gpus_per_node,
-                                    gpus_per_node=gpus_per_node, model=args.model, gpu=args.gpu,
-                                    sbatch=Path(args.sbatch) if args.sbatch else None)
+        text = read_text_file(args.recipe[0], what="override file", expected="the path of a .yaml file")
+        recipe_function = args.recipe_function or header_recipe(text)
+        if not recipe_function:
+            raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to "
+                             "(the file has no `# recipe: NAME` header line)",
+                             hint="e.g. --recipe deepseek_v3_pretrain_config")
+        nodes, gpus_per_node = _world(args, text)
+        report = validate_recipe(Path(args.recipe[0]), world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
+                                 model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None,
+                                 target=args.target, recipe_function=recipe_function)
         _print(render_report(report, fmt=args.format))
         return 0 if report.ok else 1
     if args.recipe_function:
@@ -185,16 +178,23 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return worst
 
 
-def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
-    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
-    from automodel_dist.validate import header_world, validate_recipe
-    from automodel_dist.yamlio import read_text_file
+def _world(args: argparse.Namespace, text: str) -> tuple[int, int]:
+    """(nodes, GPUs per node): the flags', else the file's `# world: N x G` header line's, else 1 x 8."""
+    from automodel_dist.validate import header_world
 
     nodes, gpus_per_node = args.nodes, args.gpus_per_node
     if nodes is None and gpus_per_node is None:
-        stated = header_world(read_text_file(recipe, what="recipe file", expected="the path of a .yaml file"))
-        nodes, gpus_per_node = stated or (None, None)
-    nodes, gpus_per_node = nodes or 1, gpus_per_node or 8
+        nodes, gpus_per_node = header_world(text) or (None, None)
+    return nodes or 1, gpus_per_node or 8
+
+
+def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
+    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
+    from automodel_dist.validate import validate_recipe
+    from automodel_dist.yamlio import read_text_file
+
+    nodes, gpus_per_node = _world(args, read_text_file(recipe, what="recipe file",
+                                                       expected="the path of a .yaml file"))
     return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
                            model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
 
@@ -270,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Megatron-Bridge overrides with --target megatron-bridge")
     p.add_argument("--target", choices=TARGETS, default="automodel")
     p.add_argument("--recipe", dest="recipe_function", metavar="FUNCTION",
-                   help="megatron-bridge: the recipe function, e.g. deepseek_v3_pretrain_config")
+                   help="megatron-bridge: the recipe function, e.g. deepseek_v3_pretrain_config (default: the "
+                   "override file's `# recipe: NAME` header line)")
     p.add_argument("--nodes", type=_positive_int,
                    help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")
@@ -311,9 +312,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, with `a.b=c` overrides also after the options (`compile i.yaml --target X a.b=c`):
+    argparse ends a positional list at the first option, so later overrides come back unrecognised."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in item and not item.startswith("-") for item in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_arguments(parser, argv)
     try:
         return args.func(args)
     except AutomodelDistError as exc:

@@ -2,27 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.errors import InputError, ValidationFailed
-from automodel_dist.findings import ERROR, Report
+from automodel_dist.findings import ERROR, Finding, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
+from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.emit import emit_recipe, pinned_to_one
+
+if TYPE_CHECKING:
+    from automodel_dist.cost.memory import RecipeOptions
+    from automodel_dist.verify.groups import MeshPlan
 
 Source = str | Path | Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class TargetSetting:
+    """One value a target writes beyond the layout (a config path, or an environment variable), and why."""
+
+    path: str
+    value: str
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "value": self.value, "why": self.why}
+
+
 @dataclass
 class CompileResult:
-    """The recipe (text and mapping), the chosen layout with its estimate, and what else was weighed."""
+    """The recipe (text and mapping), the chosen layout with its estimate, and what else was weighed.
+
+    The methods below are what explain and the HTML report ask of a target; a target's result subclass
+    answers them for its stack (targets/megatron_bridge/compile.py).
+    """
+
+    target: ClassVar[str] = AUTOMODEL
+    stack: ClassVar[str] = "AutoModel"  # the framework that lays out the ranks
+    # Where the rank map's groups come from, and the names of its axes where they differ from AutoModel's.
+    rank_provenance: ClassVar[str] = "AutoModel's mesh arithmetic (no torch needed)"
+    axis_names: ClassVar[Mapping[str, str]] = {}
 
     yaml: str
     recipe: dict[str, Any]
@@ -35,6 +62,29 @@ class CompileResult:
     considered: int
     feasible: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> str:
+        """What the output is, in a few words (explain's headline)."""
+        return "an AutoModel recipe"
+
+    def settings(self) -> list[TargetSetting]:
+        """The target's own choices beyond the layout (AutoModel's are the recipe's why-comments)."""
+        return []
+
+    def environment(self) -> list[TargetSetting]:
+        """Environment variables the launch must export."""
+        return []
+
+    def cost_options(self) -> RecipeOptions | None:
+        """The recipe settings the estimates assume (None: the planner's, `cost.model.planned_options`)."""
+        return None
+
+    def rank_plan(self) -> MeshPlan:
+        """The winner's rank groups, as the stack lays them out (the rank map)."""
+        from automodel_dist.verify.groups import plan_meshes
+
+        return plan_meshes(self.layout)
 
     @property
     def inputs(self) -> list[Path]:
@@ -90,11 +140,16 @@ def _pin_where(intent: Intent) -> Any:
     return lambda name: intent.where(f"parallelism.{name}")
 
 
-def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResult:
-    """Compile an intent (path, YAML text or mapping) into an AutoModel recipe.
+def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL) -> CompileResult:
+    """Compile an intent (path, YAML text or mapping) into an AutoModel recipe, or with
+    `target="megatron-bridge"` into a Megatron-Bridge override set (a `MegatronCompileResult`).
 
-    Raises InputError (exit 2) for a bad intent and InfeasibleError (exit 1) when nothing fits.
+    Raises InputError (exit 2) for a bad intent or target and InfeasibleError (exit 1) when nothing fits.
     """
+    if check_target(target) == MEGATRON_BRIDGE:
+        from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+
+        return compile_megatron(source, overrides)
     intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     result = plan(problem)
@@ -107,6 +162,22 @@ def compile_intent(source: Source, overrides: Iterable[str] = ()) -> CompileResu
                          considered=result.considered, feasible=result.feasible, reasons=result.reasons)
 
 
+def require_pins(problem: Problem, required: Iterable[str], intent: Intent | None) -> None:
+    """Each named parallelism choice pinned to one value, else an InputError naming those still open."""
+    open_pins = [name for name in required if not pinned_to_one(problem, name)]
+    if open_pins:
+        raise InputError(f"estimate needs each parallelism choice pinned to one value; still open: "
+                         f"{', '.join(open_pins)}",
+                         where=intent.where("parallelism") if intent else "parallelism",
+                         hint="pin each to a single value under `parallelism:` (compile chooses them for you)")
+
+
+def pinned_value(problem: Problem, name: str, default: Any) -> Any:
+    """The one value the intent pins `name` to (`require_pins` has checked it), else `default`."""
+    allowed = getattr(problem.pins, name)
+    return allowed[0] if allowed else default
+
+
 def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
     """The one layout an intent's pins fix; pins that leave a choice open are an InputError naming them."""
     pins = problem.pins
@@ -115,16 +186,10 @@ def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
         required.append("ep")
     if pins.pp is not None and max(pins.pp) > 1:
         required += ["vpp", "micro_batch_size"]
-    open_pins = [name for name in required if not pinned_to_one(problem, name)]
-    if open_pins:
-        raise InputError(f"estimate needs each parallelism choice pinned to one value; still open: "
-                         f"{', '.join(open_pins)}",
-                         where=intent.where("parallelism") if intent else "parallelism",
-                         hint="pin each to a single value under `parallelism:` (compile chooses them for you)")
+    require_pins(problem, required, intent)
 
     def one(name: str, default: Any) -> Any:
-        allowed = getattr(pins, name)
-        return allowed[0] if allowed else default
+        return pinned_value(problem, name, default)
 
     return make_layout(problem, strategy=one("strategy", "fsdp2"), tp=one("tp", 1), pp=one("pp", 1),
                        cp=one("cp", 1), ep=one("ep", 1), dp_replicate=one("dp_replicate", 1), vpp=one("vpp", 1),
@@ -133,8 +198,16 @@ def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
                        micro_batch_size=one("micro_batch_size", None) if one("pp", 1) > 1 else None)
 
 
-def estimate(source: Source, overrides: Iterable[str] = ()) -> Estimate:
-    """Memory and time of the layout the intent pins; never refuses for not fitting (`fits: false`)."""
+def estimate(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL) -> Estimate:
+    """Memory and time of the layout the intent pins; never refuses for not fitting (`fits: false`).
+
+    With `target="megatron-bridge"`, the Megatron layout the pins fix, judged by Megatron's rules and timed
+    with the Megatron cost profile, as that target's compile would write it.
+    """
+    if check_target(target) == MEGATRON_BRIDGE:
+        from automodel_dist.targets.megatron_bridge.compile import estimate_megatron
+
+        return estimate_megatron(source, overrides)
     from automodel_dist.cost.model import estimate_layout
     from automodel_dist.rules import check_layout
 
@@ -142,12 +215,17 @@ def estimate(source: Source, overrides: Iterable[str] = ()) -> Estimate:
     problem = resolve_intent(intent)
     layout = pinned_layout(problem, intent)
     findings = check_layout(layout, model=problem.model, cluster=problem.cluster, training=problem.training)
+    return judged_estimate(layout, findings, lambda: estimate_layout(problem, layout))
+
+
+def judged_estimate(layout: Layout, findings: list[Finding], timed: Callable[[], Estimate]) -> Estimate:
+    """`timed()`, unless the rules found errors in the pinned layout: then ValidationFailed listing them."""
     errors = [f for f in findings if f.severity == ERROR]
     if errors:
         listing = "\n".join(f"  {f.rule} ({f.path}): {f.message}" + (f"\n    hint: {f.hint}" if f.hint else "")
                             for f in errors)
         raise ValidationFailed(f"the pinned layout {layout.short()} breaks {len(errors)} rule(s):\n{listing}",
                                report=Report(findings=findings))
-    return estimate_layout(problem, layout)
+    return timed()
 
 

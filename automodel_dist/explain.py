@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from automodel_dist.compiler import CompileResult, layout_json
+from automodel_dist.compiler import CompileResult, Source, compile_intent, layout_json
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.profiles import ErrorBand, parameters
 from automodel_dist.cost.throughput import generation
+from automodel_dist.errors import InputError
 from automodel_dist.infeasible import largest_parts
 from automodel_dist.layout import AC_MODES
 from automodel_dist.planner import THROUGHPUT_TIE, Candidate, simplicity, structure
+from automodel_dist.targets import AUTOMODEL
 
 COLUMNS = ("#", "layout", "peak GiB", "largest memory parts (GiB)", "step s", "tok/s/GPU", "TFLOP/s", "MFU",
            "bound")
@@ -75,6 +78,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
     problem = result.problem
     band = error_band(result)
     return {
+        "target": result.target,
+        "writes": result.writes,
         "model": problem.model.name,
         "gpu": problem.cluster.gpu.name,
         "world_size": problem.cluster.world_size,
@@ -90,6 +95,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "tie_within_error_band": within_band(result, band),
         "advantage_over_runner_up_s": (advantage_by_part(result.estimate, result.alternatives[0].estimate)
                                        if result.alternatives else None),
+        "settings": [setting.to_json() for setting in result.settings()],
+        "environment": [setting.to_json() for setting in result.environment()],
         "checkpointing": {"mode": result.layout.activation_checkpointing,
                           "same_structure": {mode: None if c is None else _candidate_json(c)
                                              for mode, c in checkpointing_twins(result).items()}},
@@ -160,7 +167,8 @@ def headline(result: CompileResult) -> tuple[str, str]:
     return (
         f"{problem.model.name} on {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
         f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
-        f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}",
+        f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}; "
+        f"writes {result.writes}",
         f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
         f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
     )
@@ -199,4 +207,32 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
             lines.append(f"  {rule.ljust(width)}  {count:>6}  e.g. {result.reasons.get(rule, '')}")
     else:
         lines.append("no layout was pruned by a rule")
+    settings, environment = result.settings(), result.environment()
+    if settings or environment:
+        lines += ["", f"{result.writes}, each value and why:"]
+        lines += [f"  {s.path} = {s.value}: {s.why}" for s in settings]
+        lines += [f"  env {s.path}={s.value}: {s.why}" for s in environment]
     return "\n".join(lines) + "\n"
+
+
+FORMATS = ("text", "json", "html")
+
+
+def explain_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL, top: int = 10,
+                   fmt: str = "text") -> str:
+    """Compile an intent for `target` and explain the choice: the winner, the next `top` layouts, what the
+    rules pruned, and the target's own settings with their reasons; as text, JSON, or the HTML report's page.
+
+    Raises InputError (exit 2) for a bad intent or argument and InfeasibleError (exit 1) when nothing fits.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}", where="fmt", hint=f"one of: {', '.join(FORMATS)}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise InputError(f"top must be a positive integer, got {top!r}", where="top",
+                         hint="how many runner-up layouts to show, e.g. 10")
+    result = compile_intent(source, overrides, target=target)
+    if fmt == "html":
+        from automodel_dist.html_report import from_compile, render_page
+
+        return render_page(from_compile(result, top=top))
+    return render_explain(result, top=top, fmt=fmt)

@@ -108,12 +108,12 @@ def fits(problem: Problem, estimate: Estimate) -> bool:
 
 
 def _default_checker() -> Checker:
-    """The shared layout rules, without the topology checks that can only warn (the search keeps errors)."""
+    """The shared layout rules, without the checks that can only warn (the search keeps errors)."""
     from functools import partial
 
     from automodel_dist.rules import check_layout
 
-    return partial(check_layout, topology_warnings=False)
+    return partial(check_layout, warnings=False)
 
 
 def _default_estimator() -> Estimator:
@@ -202,6 +202,34 @@ class _Standing:
             return value > self.best * (1.0 + THROUGHPUT_TIE) and value > self.cutoff
         ceiling = tokens_ceiling * (1.0 + self.MARGIN)
         return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
+
+
+class _Misses:
+    """The batch splits of one structure that did not fit, and which untried splits they rule out (see
+    `Enumerator.walk_batches`): a split with several micro batches per step is ruled out by a miss no larger
+    in micro batch and in local batch; the one-micro-batch split only by itself. Kept per micro batch (its
+    smallest missing local batch), so a check costs the micro batch sizes, not every miss so far (a search
+    where nothing fits piles up hundreds per structure)."""
+
+    def __init__(self) -> None:
+        self.least: dict[int, int] = {}  # micro batch -> smallest local batch that did not fit (several)
+        self.single: set[tuple[int, int]] = set()  # (micro, local) of one-micro-batch splits that did not fit
+
+    def copy(self) -> _Misses:
+        other = _Misses()
+        other.least, other.single = dict(self.least), set(self.single)
+        return other
+
+    def add(self, mbs: int, lbs: int, several: bool) -> None:
+        if several:
+            self.least[mbs] = min(lbs, self.least.get(mbs, lbs))
+        else:
+            self.single.add((mbs, lbs))
+
+    def rule_out(self, mbs: int, lbs: int, several: bool) -> bool:
+        if several:
+            return any(m <= mbs and b <= lbs for m, b in self.least.items())
+        return (mbs, lbs) in self.single
 
 
 class Enumerator:
@@ -356,11 +384,11 @@ class Enumerator:
                                                   dispatcher=dispatcher), dp
 
     def run(self) -> Search:
-        selective: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last selective structure's misses
+        selective: tuple[dict, _Misses] = ({}, _Misses())  # the last selective structure's misses
         for base, dp in self.structures():
             mode = base["activation_checkpointing"]
             twin = {**base, "activation_checkpointing": "selective"}
-            known = selective[1] if mode == "off" and selective[0] == twin else []
+            known = selective[1] if mode == "off" and selective[0] == twin else _Misses()
             too_big = self.walk_batches(base, dp, known)
             if mode == "selective":
                 selective = (base, too_big)
@@ -370,9 +398,8 @@ class Enumerator:
             self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
         return self.search
 
-    def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
-        """Judge the batch splits of one structure, micro batch ascending; return the (micro batch, local
-        batch, several micro batches per step) of the splits that did not fit.
+    def walk_batches(self, base: dict, dp: int, known: _Misses) -> _Misses:
+        """Judge the batch splits of one structure, micro batch ascending; return the splits that did not fit.
 
         A split is skipped when it cannot fit (see the module docstring): with several micro batches per
         step, when a split no larger in both batches did not fit; the one-micro-batch split, only when the
@@ -386,23 +413,24 @@ class Enumerator:
             lbs = min(pins.local_batch_size or (1,))
             mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
             self.judge(self.make(base, lbs, mbs))
-            return []
+            return _Misses()
         gbs = self.p.training.global_batch_size
         largest_first = base["pp"] > 1 and self.p.objective == "throughput"
-        too_big = list(known)
+        too_big = known.copy()
         for mbs, lbs_list in batches:
+            if base["pp"] > 1 and too_big.rule_out(mbs, lbs_list[0], True):
+                continue  # under PP every split has several micro batches: the row's smallest rules out the rest
             # the smallest first: when it does not fit, no local batch at this or a larger micro batch does
             order = [lbs_list[0], *reversed(lbs_list[1:])] if largest_first else lbs_list
             for i, lbs in enumerate(order):
                 several = base["pp"] > 1 or lbs * dp < gbs
-                if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
-                       for m, b, s in too_big):
+                if too_big.rule_out(mbs, lbs, several):
                     continue
                 verdict = self.judge(self.make(base, lbs, mbs))
                 if verdict == "structural":
-                    return []
+                    return _Misses()
                 if verdict == "too-big":
-                    too_big.append((mbs, lbs, several))
+                    too_big.add(mbs, lbs, several)
                 elif verdict == "fits" and largest_first and i > 0:
                     break
         return too_big
@@ -537,11 +565,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     tests/test_planner.py compares the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
-    screen = None
-    if estimate is None and not exhaustive:
-        from automodel_dist.cost.model import estimate_unless
+    screen = hopeless = None
+    if estimate is None:  # the cost model's own bounds hold
+        from automodel_dist.cost.model import cannot_fit, estimate_unless
 
-        screen = estimate_unless
+        screen = None if exhaustive else estimate_unless
+        hopeless = cannot_fit
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
     result = search(problem, check=check, estimate=estimate, screen=screen, space=space)
@@ -549,7 +578,7 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space, hopeless=hopeless)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),

@@ -29,6 +29,7 @@ from automodel_dist.rules.launch import check_launch
 from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
+from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, resolve_config
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
@@ -36,15 +37,27 @@ from automodel_dist.yamlio import Document, as_mapping, join_path, load_document
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
-                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None) -> Report:
+                    model: Any = None, gpu: GpuSpec | str | None = None, sbatch: str | Path | None = None,
+                    target: str = AUTOMODEL, recipe_function: str | None = None) -> Report:
     """Every problem AutoModel would hit at start-up with this recipe on `world_size` GPUs, and more.
 
     `sbatch` is the Slurm script that launches the recipe (a path, or its text when it has a newline):
     the launch rules then judge the script too, its findings at the script's lines.
+    With `target="megatron-bridge"`, `source` is an override set (YAML, or a Hydra `key=value` list) for the
+    recipe function `recipe_function` (e.g. "deepseek_v3_pretrain_config"), judged by Megatron's rules.
     """
+    if check_target(target) == MEGATRON_BRIDGE:
+        from automodel_dist.targets.megatron_bridge.compile import validate_overrides
+
+        return validate_overrides(source, recipe=recipe_function, world_size=world_size,
+                                  gpus_per_node=gpus_per_node, model=model, gpu=gpu, sbatch=sbatch)
+    if recipe_function is not None:
+        raise InputError("recipe_function names a Megatron-Bridge recipe function; an AutoModel recipe has none",
+                         where="recipe_function", hint="pass target='megatron-bridge', or drop recipe_function")
     check_world(world_size, gpus_per_node)
-    sbatch_text, sbatch_file = _read_sbatch(sbatch)
+    sbatch_text, sbatch_file = read_sbatch(sbatch)
     doc = load_document(source, what="recipe")
+    refuse_megatron_overrides(doc)
     secrets = EnvSecrets()
     config, missing = resolve_config(doc.data, secrets=secrets)
     with redacting(secrets):
@@ -53,6 +66,19 @@ def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, 
                                model=model, gpu=gpu, sbatch_text=sbatch_text, sbatch_file=sbatch_file)
     report.findings = redacted(report.findings, secrets)
     return report
+
+
+def refuse_megatron_overrides(doc: Document) -> None:
+    """A Megatron-Bridge override set given where an AutoModel recipe goes is bad input naming the key that
+    shows it, not a list of AutoModel errors about a file it was never meant to be."""
+    from automodel_dist.targets.megatron_bridge.parse import megatron_key
+
+    key = megatron_key(doc.data)
+    if key is not None:
+        raise InputError(f"this is a Megatron-Bridge override set ({key} is Megatron's key; an AutoModel recipe "
+                         "has a distributed: section), not an AutoModel recipe", where=doc.where(key),
+                         hint="validate it with --target megatron-bridge (its `# recipe:` line, or --recipe, names "
+                         "the recipe function)")
 
 
 @contextmanager
@@ -101,7 +127,7 @@ def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, w
     return Report(findings=_located(doc, findings), source=doc.filename)
 
 
-def _read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
+def read_sbatch(sbatch: str | Path | None) -> tuple[str | None, str | None]:
     """(text, file name) of the launch script: a Path or a one-line string is a path, other text the script."""
     if sbatch is None:
         return None, None
@@ -137,20 +163,37 @@ def _duplicate_key_findings(doc: Document) -> list[Finding]:
 _WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
-def header_world(text: str) -> tuple[int, int] | None:
-    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+_RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
-    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
-    `compile` writes the line into every recipe's header.
-    """
+
+def _header_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first line of the comments that open a file matching `pattern`."""
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             return None  # the opening comment block is over
-        match = _WORLD_HEADER.match(stripped)
-        if match and int(match[1]) > 0 and int(match[2]) > 0:
-            return int(match[1]), int(match[2])
+        match = pattern.match(stripped)
+        if match:
+            return match
     return None
+
+
+def header_world(text: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+
+    A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
+    `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
+    """
+    match = _header_match(text, _WORLD_HEADER)
+    if match and int(match[1]) > 0 and int(match[2]) > 0:
+        return int(match[1]), int(match[2])
+    return None
+
+
+def header_recipe(text: str) -> str | None:
+    """The Megatron-Bridge recipe function from a `# recipe: NAME` line opening an override set."""
+    match = _header_match(text, _RECIPE_HEADER)
+    return match[1] if match else None
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:

@@ -15,8 +15,8 @@ unguarded `import transformer_engine.pytorch` in megatron-bridge succeed against
 (it copies no package code).
 
 Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overrides": [...], "gpu":
-[name, major, minor], optionally "config_file": a YAML override file}]}; one answer per line:
-{"results": [{"ok": bool, "error": "Type: message"}]}.
+[name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths]}]}; one answer
+per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value}}]}.
 """
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# A fine-tune's override set reads its checkpoint from the environment (overrides.PRETRAINED_ENV), as the
+# launch script requires; config-time validation asks that the path exists (an empty folder here).
+PRETRAINED_ENV = "PRETRAINED_CHECKPOINT"
 ORACLE_PYTHON = ROOT / ".venv-mb" / "bin" / "python"
 TE_VERSION = "2.12.0"
 
@@ -208,7 +212,15 @@ class _Worker:
                 dist.destroy_process_group()
         except Exception as exc:  # the verdict: whatever Megatron raises
             return {"ok": False, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-        return {"ok": True, "error": None}
+        return {"ok": True, "error": None, "values": {path: _read(cfg, path) for path in case.get("read", ())}}
+
+
+def _read(cfg: Any, dotted: str) -> Any:
+    """A value of the validated ConfigContainer, as JSON can carry it (what an override really set)."""
+    value = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part, None)  # None: the section is absent (an sft recipe has no peft)
+    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
 
 
 def serve() -> None:
@@ -230,9 +242,11 @@ class Oracle:
     """A running worker in the oracle venv; `judge` sends a batch of cases and waits for the verdicts."""
 
     def __init__(self) -> None:
+        self.checkpoint = tempfile.mkdtemp(prefix="pretrained-megatron-")
         self.proc = subprocess.Popen([str(ORACLE_PYTHON), "-c", "from mbridge_oracle import serve; serve()"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     cwd=Path(__file__).parent, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                                     cwd=Path(__file__).parent, env={**os.environ, "HF_HUB_OFFLINE": "1",
+                                                                     PRETRAINED_ENV: self.checkpoint})
         self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -252,3 +266,4 @@ class Oracle:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        os.rmdir(self.checkpoint)

@@ -35,6 +35,8 @@ RECIPE: dict[str, Any] = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
                           "distributed": {"strategy": "fsdp2", "tp_size": 1},
                           "step_scheduler": {"global_batch_size": 64, "local_batch_size": 8},
                           "dist_env": {"timeout_minutes": 10}}
+MB_OVERRIDES: dict[str, Any] = {"model": {"tensor_model_parallel_size": 2, "sequence_parallel": True},
+                                "train": {"micro_batch_size": 1, "global_batch_size": 64}}
 INTENT_KEYS = ["model", "hardware.gpu", "hardware.nodes", "hardware.gpus_per_node", "training.seq_length",
                "training.global_batch_size", "training.task", "training.precision", "training.packed_sequences",
                "training.peft.rank", "parallelism.tp", "parallelism.pp", "parallelism.vpp", "parallelism.cp",
@@ -221,12 +223,20 @@ API_CALLS: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
     ("estimate", ad.estimate, {"source": {**INTENT, "parallelism": {"tp": 1, "pp": 1, "cp": 1, "ep": 1,
                                                                     "dp_replicate": 1, "strategy": "fsdp2"}}}),
     ("validate_recipe", ad.validate_recipe, {"source": RECIPE, "world_size": 8}),
+    ("compile_intent", ad.compile_intent, {"source": INTENT, "target": "megatron-bridge"}),
+    ("estimate", ad.estimate, {"source": {**INTENT, "parallelism": {"tp": 1, "pp": 1, "cp": 1, "micro_batch_size": 1,
+                                                                    "activation_checkpointing": False}},
+                               "target": "megatron-bridge"}),
+    ("explain", ad.explain_intent, {"source": INTENT, "target": "megatron-bridge", "fmt": "json"}),
+    ("validate_recipe", ad.validate_recipe, {"source": MB_OVERRIDES, "world_size": 8, "target": "megatron-bridge",
+                                             "recipe_function": "qwen3_8b_pretrain_config"}),
 ]
 
 
 @FUZZ
 @given(call=st.sampled_from(API_CALLS), argument=st.sampled_from(["source", "overrides", "world_size",
-                                                                  "gpus_per_node", "model", "gpu", "sbatch"]),
+                                                                  "gpus_per_node", "model", "gpu", "sbatch",
+                                                                  "target", "recipe_function", "top", "fmt"]),
        value=API_ARGS)
 def test_fuzzed_api_calls_raise_the_packages_errors(call: tuple[str, Callable[..., Any], dict[str, Any]],
                                                     argument: str, value: Any) -> None:

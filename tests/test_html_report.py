@@ -244,6 +244,12 @@ def test_chromium_renders_the_four_views(tmp_path: Path, capsys: pytest.CaptureF
     assert len(dom.tags("svg")) >= 3 and dom.tags("figure", **{"class": "panel"})
     assert "deepseek-v3" in dom.sections["ranking"] or "fsdp2" in dom.sections["ranking"]
 
+    assert_rendered_page(binary, tmp_path, url)
+
+
+def assert_rendered_page(binary: str, tmp_path: Path, url: str) -> None:
+    """A WINDOW-sized screenshot of the page is a drawn report: many colours, no blank background, and the
+    filled areas in their exact colours (the header, the winner's row, the memory bars' parameters blue)."""
     png = tmp_path / "report.png"
     shot = _run_chromium(binary, tmp_path / "profile-shot", f"--screenshot={png}",
                          f"--window-size={WINDOW[0]},{WINDOW[1]}", url)
@@ -254,7 +260,6 @@ def test_chromium_renders_the_four_views(tmp_path: Path, capsys: pytest.CaptureF
     colours, counts = np.unique(pixels[:, 0] << 16 | pixels[:, 1] << 8 | pixels[:, 2], return_counts=True)
     assert len(colours) > 50  # text, charts, the header: not a blank page
     assert counts.max() < 0.8 * len(pixels)  # no single colour (a background) covers the page
-    # filled areas in their exact colours: the header, the winner's row, the memory bars' parameters blue
     assert {0x1D2430, 0xFFF8E1, 0x4C78A8} <= set(colours.tolist())
 
 

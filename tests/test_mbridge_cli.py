@@ -27,8 +27,9 @@ def test_compile_writes_yaml_hydra_and_json(capsys: pytest.CaptureFixture[str]) 
     code, yaml_text, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge")
     assert code == 0 and yaml_text.startswith(f"# Megatron-Bridge overrides for {RECIPE}")
     code, hydra, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "--format", "hydra")
-    lines = hydra.splitlines()
+    lines = [line for line in hydra.splitlines() if not line.startswith("#")]
     assert code == 0 and "model.expert_model_parallel_size=16" in lines
+    assert f"# recipe: {RECIPE}" in hydra and "# world: 2 x 8" in hydra
     code, text, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "--format", "json")
     data = json.loads(text)
     assert data["hydra"] == lines and data["recipe_function"] == RECIPE and data["layout"]["etp"] == 1
@@ -65,7 +66,8 @@ def test_validate_reports_megatrons_message_at_the_line(capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize(("argv", "text"), [
-    (["--target", "megatron-bridge"], "needs --recipe"),
+    (["--target", "megatron-bridge"], "needs --recipe, the recipe function the overrides apply to (the file has no "
+                                      "`# recipe: NAME` header line)"),
     (["--recipe", RECIPE], "add --target megatron-bridge"),
 ])
 def test_validate_flag_mistakes_are_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str],
@@ -81,7 +83,57 @@ def test_a_value_of_the_wrong_type_is_bad_input_at_its_position(capsys: pytest.C
     path = tmp_path / "o.yaml"
     path.write_text("model:\n  tensor_model_parallel_size: two\n")
     code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
-    assert code == 2 and "o.yaml:2:" in err and "expected a positive integer" in err
+    assert code == 2 and "o.yaml:2:3: model.tensor_model_parallel_size: expected a positive integer, got 'two'" in err
+
+
+def test_the_hydra_file_is_rewritten_and_validated_like_the_yaml(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """compile --format hydra -o: a file the tool knows for its own (rewritten without --force), that validate
+    reads back with its recipe and world from its header, every finding at its line."""
+    out = tmp_path / "overrides.txt"
+    for _ in range(2):
+        code, _, err = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "--format", "hydra", "-o", str(out))
+        assert code == 0, err
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--gpu", "h100-80gb")
+    assert code == 0 and "0 error(s)" in report and "0 note(s)" in report
+    lines = out.read_text().splitlines()
+    ep = next(i for i, line in enumerate(lines, start=1) if line.startswith("model.expert_model_parallel_size="))
+    out.write_text("\n".join(line.replace("=16", "=3") if i == ep else line
+                             for i, line in enumerate(lines, start=1)) + "\n")
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge")
+    assert code == 1 and f"overrides.txt:{ep}:1: error [mb-expert-world-divisible]" in report
+    out.write_text(out.read_text().replace("model.sequence_parallel=false", "model.sequence_parallel=no"))
+    code, _, err = run(capsys, "validate", str(out), "--target", "megatron-bridge")
+    assert code == 2 and ":1: model.sequence_parallel: expected true or false, got 'no'" in err
+
+
+def test_validate_takes_recipe_and_world_from_the_header(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """No --recipe, no --nodes: the compiled file says both (2 x 8 here; 1 x 8 would break EP 16)."""
+    out = tmp_path / "o.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out))[0] == 0
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge")
+    assert code == 0 and "0 error(s)" in report
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--nodes", "1")
+    assert code == 1 and "mb-expert-world-divisible" in report  # a flag still wins over the header
+
+
+def test_a_base_recipe_is_bad_input_for_this_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    base = EXAMPLES.parent / "recipes" / "qwen3-30b-a3b-16xh100.yaml"
+    intent.write_text(Path(QWEN).read_text() + f"base_recipe: {base}\n")
+    line = len(intent.read_text().splitlines())
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 2 and f"i.yaml:{line}:1: base_recipe is an AutoModel recipe to merge into" in err
+
+
+@pytest.mark.parametrize("target", ["automodel", "megatron-bridge"])
+def test_overrides_may_follow_the_options(capsys: pytest.CaptureFixture[str], target: str) -> None:
+    code, text, err = run(capsys, "compile", QWEN, "--target", target, "training.seq_length=2048")
+    assert code == 0, err
+    assert ("seq_length: 2048" if target == "megatron-bridge" else "seq_len: 2048") in text
+    with pytest.raises(SystemExit) as stopped:  # argparse's usage error, as before
+        main(["compile", QWEN, "--target", target, "--bogus"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
 def test_hydra_format_is_the_megatron_targets(capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,7 +145,7 @@ def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixtu
     code, text, _ = run(capsys, "explain", QWEN, "training.task=pretrain", "--target", "megatron-bridge", "--top", "3")
     assert code == 0
     assert "winner: distributed_optimizer" in text
-    assert "comm_overlap.overlap_moe_expert_parallel_comm = True: every prerequisite holds" in text
+    assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
     assert "env CUDA_DEVICE_MAX_CONNECTIONS=32" in text
     code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe has no overlap
     assert code == 0 and "overlap_moe_expert_parallel_comm" not in text
@@ -125,3 +177,19 @@ def test_a_size_past_the_limits_is_bad_input(capsys: pytest.CaptureFixture[str],
     path.write_text("model:\n  seq_length: 1000000000000000000\n")
     code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", RECIPE)
     assert code == 2 and "above the limit" in err and "o.yaml:2:" in err
+
+
+def test_each_target_refuses_the_others_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An override set given to AutoModel's validate or dry-run, or an AutoModel recipe given to this target's
+    validate, is bad input naming the key that shows what it is, not a list of errors about the wrong format."""
+    overrides = tmp_path / "o.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(overrides))[0] == 0
+    line = next(i for i, text in enumerate(overrides.read_text().splitlines(), start=1)
+                if text.strip().startswith("tensor_model_parallel_size:"))
+    for command in (["validate", str(overrides)], ["dry-run", str(overrides), "--nodes", "2"]):
+        code, _, err = run(capsys, *command)
+        assert code == 2 and f"o.yaml:{line}:3: this is a Megatron-Bridge override set" in err, command
+        assert "--target megatron-bridge" in err
+    recipe = EXAMPLES.parent / "recipes" / "qwen3-30b-a3b-16xh100.yaml"
+    code, _, err = run(capsys, "validate", str(recipe), "--target", "megatron-bridge", "--recipe", RECIPE)
+    assert code == 2 and "this is an AutoModel recipe (a distributed: section)" in err

@@ -76,8 +76,9 @@ def message_agrees(ours: list[str], theirs: str) -> bool:
 
 
 def task_of(override: OverrideSet) -> str:
-    """The recipe kind an override set is for: packed sequences are the sft recipes'."""
-    return "sft" if override.settings.packed_sequence_size else "pretrain"
+    """The recipe kind an override set is for: a LoRA adapter is peft's, packed sequences the sft recipes'."""
+    s = override.settings
+    return "peft" if s.peft_dim else "sft" if s.packed_sequence_size else "pretrain"
 
 
 def oracle_case(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec | None) -> dict[str, Any]:

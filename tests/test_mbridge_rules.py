@@ -16,7 +16,7 @@ from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.findings import ERROR
 from automodel_dist.rules import RULES
-from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings, OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_FROM_ENV, MegatronSettings, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch, expand_layout
 
@@ -41,6 +41,12 @@ GRAPHS = S(cuda_graph_impl="transformer_engine", cuda_graph_scope=("moe_router",
 DWC_ATTN = S(ep_overlap=True, delay_wgrad=True, cuda_graph_impl="transformer_engine",
              cuda_graph_scope=("attn",), te_rng_tracker=True)
 Q = {"model": QWEN3_30B}
+# The sft/peft recipes' keys as the compiler writes them (choose.finetune): packed, CP-ready, checkpoint from
+# the environment (the oracle worker sets it), and a LoRA adapter for peft.
+SFT_CP = S(packed_sequence_size=4096, pad_seq_to_mult=4, per_token_loss=True, average_in_collective=False,
+           pretrained_checkpoint=PRETRAINED_FROM_ENV)
+PEFT = S(packed_sequence_size=4096, pad_seq_to_mult=1, pretrained_checkpoint=PRETRAINED_FROM_ENV, peft_dim=16,
+         peft_alpha=32)
 MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-world-divisible", mb(16, tp=3), mb(16, tp=2), {}),
     ("mb-expert-world-divisible", mb(12, ep=16, global_batch_size=1536), mb(16, ep=16), {}),
@@ -140,6 +146,16 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-cuda-graph-moe-recompute", mb(16, GRAPHS.with_(recompute_granularity="selective",
                                                         recompute_modules=("moe",))),
      mb(16, GRAPHS.with_(recompute_granularity="selective", recompute_modules=("moe_act",))), {}),
+    ("mb-finetune-cp-per-token-loss", mb(16, SFT_CP.with_(per_token_loss=None), cp=2), mb(16, SFT_CP, cp=2), {}),
+    ("mb-finetune-cp-per-token-loss", mb(16, PEFT.with_(per_token_loss=False, average_in_collective=False), cp=2),
+     mb(16, PEFT.with_(per_token_loss=True, average_in_collective=False), cp=2), {}),
+    ("mb-finetune-cp-average-in-collective", mb(16, SFT_CP.with_(average_in_collective=True), cp=2),
+     mb(16, SFT_CP, cp=2), {}),
+    ("mb-finetune-cp-average-in-collective", mb(16, SFT_CP.with_(average_in_collective=None), cp=2),
+     mb(16, SFT_CP.with_(average_in_collective=None)), {}),
+    ("mb-packed-cp-padding", mb(16, SFT_CP.with_(pad_seq_to_mult=2), cp=2), mb(16, SFT_CP.with_(pad_seq_to_mult=8),
+                                                                            cp=2), {}),
+    ("mb-peft-pretrained-checkpoint", mb(16, PEFT.with_(pretrained_checkpoint=None)), mb(16, PEFT), {}),
 ]
 
 

@@ -18,6 +18,7 @@ from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_SCOPES,
     PRECISIONS,
+    PRETRAINED_FROM_ENV,
     RECOMPUTE_MODULES,
     MegatronSettings,
     OverrideSet,
@@ -27,7 +28,8 @@ from automodel_dist.targets.megatron_bridge.rules import check_overrides, expand
 from automodel_dist.yamlio import load_document
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
-MOE_INTENTS = ["qwen3-30b-a3b-16xh100.yaml", "deepseek-v3-256xgb200.yaml", "qwen3-235b-a22b-128xgb200.yaml"]
+COMPILED_INTENTS = ["qwen3-30b-a3b-16xh100.yaml", "deepseek-v3-256xgb200.yaml", "qwen3-235b-a22b-128xgb200.yaml",
+               "llama-3.1-8b-lora-8xh100.yaml"]
 
 sizes = st.sampled_from([1, 2, 4, 8])
 settings_strategy = st.builds(
@@ -49,6 +51,10 @@ settings_strategy = st.builds(
     seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
     account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
     packed_sequence_size=st.none() | st.sampled_from([4096, 8192]),
+    pad_seq_to_mult=st.none() | st.sampled_from([1, 4, 16]), per_token_loss=st.none() | st.booleans(),
+    average_in_collective=st.none() | st.booleans(),
+    pretrained_checkpoint=st.none() | st.sampled_from([PRETRAINED_FROM_ENV, "/ckpt/llama 8b", "it's"]),
+    peft_dim=st.none() | st.integers(1, 256), peft_alpha=st.none() | st.integers(1, 512),
 )
 
 
@@ -82,7 +88,7 @@ def test_yaml_and_hydra_round_trip(x: OverrideSet) -> None:
     assert parse_overrides(hydra_overrides(x), world_size=x.layout.world_size) == x
 
 
-@pytest.mark.parametrize("name", MOE_INTENTS)
+@pytest.mark.parametrize("name", COMPILED_INTENTS)
 def test_compiled_override_set_round_trips_and_passes_its_rules(name: str) -> None:
     result = compile_megatron(EXAMPLES / name)
     again = parse_overrides(load_document(result.yaml), world_size=result.layout.world_size)

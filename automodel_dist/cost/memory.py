@@ -246,21 +246,26 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     fsdp = 1 if ddp else (layout.dp_shard or 1) * (layout.cp or 1)
     expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
     weight_bytes = FP32 if options.master_weights == "fp32" else BF16
-    experts_per_rank = shape.num_experts / ep if ep > 1 else shape.num_experts / tp
     head = (shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)) + shape.final_norm_params
-    # weights this rank holds before FSDP sharding (TP-split), then its shards
+    # weights this rank holds before FSDP sharding (TP-split but for norms and routers), then its shards
     outer = (shape.embedding_params if load.embedding else 0) + (head if load.head else 0)
-    dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer) / tp
-    experts_w = load.moe * experts_per_rank * shape.expert_params
+    whole = load.dense * shape.dense_layer_tp_whole + load.moe * shape.moe_layer_tp_whole + (
+        shape.final_norm_params if load.head else 0)
+    dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer - whole) / tp + whole
+    # routed experts are split by EP (and Megatron's expert TP) only: AutoModel's TP plans leave them whole
+    # (its own MoE classes take no TP; Mixtral's Hugging Face class falls back to a plan without them)
+    experts_w = load.moe * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
     sharded_w = dense_w / fsdp + experts_w / expert_shard
+    # bytes beyond `weight_bytes` of the weights kept in fp32 (their gradients and AdamW states are fp32 too)
+    fp32_extra = (load.dense + load.moe) * shape.fp32_layer_params / fsdp * (FP32 - weight_bytes)
     if training.is_peft:
         trained = (load.dense * shape.dense_layer_adapter + load.moe * shape.moe_layer_adapter) / tp / fsdp
-        return ModelStates(sharded_w * BF16 + trained * FP32, trained * FP32, trained * 2 * FP32, dense_w,
-                           experts_w, trained * fsdp)
+        return ModelStates(sharded_w * BF16 + fp32_extra + trained * FP32, trained * FP32, trained * 2 * FP32,
+                           dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes, sharded_w * weight_bytes, sharded_w * 2 * weight_bytes, dense_w,
-                       experts_w, trained_unsharded)
+    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
+                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(
@@ -343,10 +348,10 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
                 grads += trained_unsharded * reduce_bytes  # unsharded gradients accumulated over micro batches
         else:
             layer_w = max(
-                shape.dense_layer_params if dense_n else 0,
-                shape.moe_layer_params + (0 if ep > 1 else shape.num_experts * shape.expert_params)
+                shape.dense_layer_params / tp if dense_n else 0,
+                shape.moe_layer_params / tp + (0 if ep > 1 else shape.num_experts * shape.expert_params)
                 if moe_n else 0,
-            ) / tp
+            )
             # the layer in use and the prefetched one, the head for the loss, experts kept gathered
             gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
             if ep > 1:
@@ -370,3 +375,14 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         fragmentation = FRAGMENTATION * (activations + logits + gather)
         by_rank.append((params, grads, optim, gather, activations, logits, fragmentation, runtime))
     return by_rank
+
+
+def peak_floor_gib(shape: ModelShape, world_size: int) -> float:
+    """No layout of `world_size` GPUs peaks below this (GiB): every rank holds the runtime, every other part is
+    non-negative, and the most loaded rank holds at least its share of the model's bf16 weights (the weights
+    split over tp·pp and FSDP-sharded over at most dp·cp; experts over ep and ep_shard, at most the same ranks).
+    The remedy search skips a variation whose limit is below it (tests/test_planner.py checks the premise)."""
+    weights = (shape.dense_layers * shape.dense_layer_params + shape.moe_layers * (
+        shape.moe_layer_params + shape.num_experts * shape.expert_params) + shape.embedding_params
+               + shape.lm_head_params + shape.final_norm_params)
+    return RUNTIME_GIB + weights * BF16 / max(world_size, 1) / GIB

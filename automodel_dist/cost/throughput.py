@@ -342,9 +342,11 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     if experts:
         # grouped GEMMs: each local expert sees micro-batch tokens x top-k x ep / experts tokens
         expert_tokens = mb_tokens * shape.top_k * ep / shape.num_experts
-        expert_width = shape.expert_width / (1 if ep > 1 else tp)
+        # routed experts are split by EP (and Megatron's expert TP) only; AutoModel's TP leaves them whole and
+        # every TP rank runs them on the TP group's tokens (cost/memory.model_states)
+        expert_width = shape.expert_width / max(layout.etp, 1)
         expert_rate = peak * physics.grouped_gemm_efficiency * gemm_efficiency(physics, expert_tokens, expert_width)
-        expert_time = experts / expert_rate
+        expert_time = experts / expert_rate * (tp if options.framework == "automodel" else 1)
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
@@ -499,7 +501,7 @@ def time_breakdown(
         dense_w = (
             shape.dense_layers * shape.dense_layer_params + shape.moe_layers * shape.moe_layer_params
         ) / pp / tp + (shape.embedding_params + head) / min(pp, 2) / tp
-        expert_w = shape.moe_layers / pp * shape.num_experts / (ep if ep > 1 else tp) * shape.expert_params
+        expert_w = shape.moe_layers / pp * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
         # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers

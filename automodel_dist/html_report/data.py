@@ -7,11 +7,12 @@ plan, which `dry-run` has checked against torch and `explain` takes from the ari
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist import __version__
-from automodel_dist.verify.groups import MeshPlan, plan_meshes
+from automodel_dist.verify.groups import MeshPlan
 
 if TYPE_CHECKING:
     from automodel_dist.compiler import CompileResult
@@ -45,6 +46,8 @@ class MeshView:
     gpus_per_node: int
     nvlink_domain: int
     provenance: str
+    stack: str = "AutoModel"
+    axis_names: Mapping[str, str] = field(default_factory=dict)  # where the stack names an axis otherwise
 
 
 @dataclass(frozen=True)
@@ -64,15 +67,24 @@ class ReportData:
     notes: dict[str, str] = field(default_factory=dict)
     findings: tuple[str, ...] = ()
     not_modeled: tuple[str, ...] = ()
+    # The target's own choices beyond the layout ((path, value, why)), what it writes, and the environment
+    # its launch exports (empty for AutoModel: its reasons are the recipe's comments).
+    writes: str = ""
+    settings: tuple[tuple[str, str, str], ...] = ()
+    environment: tuple[tuple[str, str, str], ...] = ()
     generator: str = f"automodel-dist {__version__}"
 
 
 def _stages(result: CompileResult) -> tuple[StageMemory, ...]:
-    from automodel_dist.cost.model import memory_by_pp_rank
+    from automodel_dist.cost.model import framework_memory, memory_by_pp_rank
 
+    # The stack's options (Megatron's for its target); framework_memory holds the parts as that stack does,
+    # as the estimate's own peak does (memory_by_pp_rank gives the shared breakdown).
+    options = result.cost_options()
     return tuple(StageMemory(rank=load.rank, dense_layers=load.dense, moe_layers=load.moe, stages=load.stages,
-                             embedding=load.embedding, head=load.head, parts=parts)
-                 for load, parts in memory_by_pp_rank(result.problem, result.layout))
+                             embedding=load.embedding, head=load.head,
+                             parts=framework_memory(parts, options) if options else parts)
+                 for load, parts in memory_by_pp_rank(result.problem, result.layout, options=options))
 
 
 def _title(result: CompileResult) -> str:
@@ -87,13 +99,15 @@ def from_compile(result: CompileResult, top: int, mesh: MeshView | None = None) 
 
     cluster = result.problem.cluster
     if mesh is None:
-        mesh = MeshView(plan=plan_meshes(result.layout), world_size=cluster.world_size,
+        mesh = MeshView(plan=result.rank_plan(), world_size=cluster.world_size,
                         gpus_per_node=cluster.gpus_per_node, nvlink_domain=cluster.nvlink_domain,
-                        provenance="AutoModel's mesh arithmetic (no torch needed)")
+                        provenance=result.rank_provenance, stack=result.stack, axis_names=dict(result.axis_names))
     return ReportData(title=_title(result), lines=headline(result), layout_label=result.layout.short(),
                       explain=explain_json(result, top), why=why_it_won(result), stages=_stages(result),
                       hbm_gib=cluster.gpu.hbm_gib, headroom=result.problem.memory_headroom, mesh=mesh,
-                      not_modeled=result.estimate.not_modeled)
+                      not_modeled=result.estimate.not_modeled, writes=result.writes,
+                      settings=tuple((s.path, s.value, s.why) for s in result.settings()),
+                      environment=tuple((s.path, s.value, s.why) for s in result.environment()))
 
 
 def _mesh_view(report: MeshReport) -> MeshView:

@@ -6,6 +6,8 @@ from automodel_dist.html_report.data import ReportData
 from automodel_dist.html_report.memory_view import memory_view
 from automodel_dist.html_report.rank_map import rank_map_view
 from automodel_dist.html_report.ranking import ranking_view, seconds
+from automodel_dist.html_report.settings_view import SECTION_ID, settings_section
+from automodel_dist.html_report.settings_view import heading as settings_heading
 from automodel_dist.html_report.step_time import step_time_view
 from automodel_dist.html_report.svg import esc
 from automodel_dist.output import WRITTEN_BY_MARKER
@@ -48,6 +50,7 @@ th{background:#f0f2f5;font-weight:600;white-space:nowrap}
 td.num,th.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 tr.winner td{background:#fff8e1;font-weight:600}
 table.ranking td.mono{white-space:nowrap;font-size:12px}
+table.settings td.mono{white-space:nowrap}
 .meter{display:inline-block;width:44px;height:8px;background:#e9edf2;border-radius:4px;margin-left:6px;
 vertical-align:middle;overflow:hidden}
 .meter span{display:block;height:100%}
@@ -93,6 +96,8 @@ def _header(data: ReportData) -> str:
     else:
         winner = f'<p class="winner">Layout: <b class="mono">{esc(data.layout_label)}</b></p>'
     nav = "".join(f'<a href="#{view_id}">{heading}</a>' for view_id, heading in VIEWS)
+    if data.settings or data.environment:  # as settings_section draws it
+        nav += f'<a href="#{SECTION_ID}">{esc(settings_heading(data))}</a>'
     return f"<header><h1>{esc(data.title)}</h1>{lines}{winner}<nav>{nav}</nav></header>"
 
 
@@ -135,4 +140,5 @@ def render_page(data: ReportData) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>automodel-dist report: {esc(data.title)}</title><style>{CSS}</style></head><body>"
-            f"{_header(data)}<main>{sections}{_findings(data)}</main>{_footer(data)}</body></html>\n")
+            f"{_header(data)}<main>{sections}{settings_section(data)}{_findings(data)}</main>{_footer(data)}"
+            "</body></html>\n")

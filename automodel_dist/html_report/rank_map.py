@@ -15,8 +15,9 @@ from automodel_dist.verify.render import format_group
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#bab0ac", "#88d27a", "#83bcff")
 # The dimensions drawn, in this order, when the layout has them with more than one rank per group.
-DRAWN_AXES = ("tp", "cp", "ep", "ep_shard", "dp_shard", "dp_replicate", "dp", "pp")
+DRAWN_AXES = ("tp", "cp", "ep", "etp", "ep_shard", "dp_shard", "dp_replicate", "dp", "pp")
 AXIS_NAMES = {"tp": "tensor parallel", "cp": "context parallel", "ep": "expert parallel",
+              "etp": "expert tensor parallel",
               "ep_shard": "expert FSDP shard", "dp_shard": "FSDP shard", "dp_replicate": "HSDP replica",
               "dp": "data parallel", "pp": "pipeline stage"}
 MAX_NODES, HEAD_NODES, TAIL_NODES = 16, 12, 4
@@ -79,7 +80,8 @@ def _panel(plan: MeshPlan, name: str, mesh: MeshView, nodes: list[int], skipped:
         f"{group} spans up to {loc.max_nodes_spanned} nodes")
     coloured = f"{loc.size} stages of {world // loc.size} ranks" if name == "pp" else (
         f"{loc.num_groups} group{'s' if loc.num_groups != 1 else ''} of {loc.size}")
-    caption = (f'<figcaption><b>{svg.esc(name)}</b> = {loc.size} <span class="muted">({AXIS_NAMES[name]})</span>'
+    axis_name = mesh.axis_names.get(name, AXIS_NAMES[name])
+    caption = (f'<figcaption><b>{svg.esc(name)}</b> = {loc.size} <span class="muted">({axis_name})</span>'
                f"<br>{coloured}<br>{where}</figcaption>")
     chart = svg.svg(GUTTER + gpn * cell + 2, y + 2, body, label=f"ranks coloured by {name} group", css_class="map")
     return f'<figure class="panel" data-axis="{svg.esc(name)}">{caption}{chart}</figure>'
@@ -95,7 +97,8 @@ def _axis_table(plan: MeshPlan, mesh: MeshView) -> str:
                     f'<td>{"yes" if loc.intra_node else "no"}</td><td>{"yes" if loc.intra_nvlink else "no"}</td>'
                     f'<td class="num">{loc.max_nodes_spanned}</td><td class="mono">{svg.esc(format_group(groups[0]))}'
                     "</td></tr>")
-    return ('<details><summary>Every axis AutoModel asks a group of</summary><table class="parts"><thead><tr>'
+    return (f'<details><summary>Every axis {svg.esc(mesh.stack)} asks a group of</summary>'
+            '<table class="parts"><thead><tr>'
             '<th>axis</th><th>mesh dims</th><th class="num">size</th><th class="num">groups</th><th>in a node</th>'
             '<th>in NVLink</th><th class="num">nodes/group</th><th>first group</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></details>")

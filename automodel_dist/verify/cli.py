@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist.errors import InputError
+from automodel_dist.validate import refuse_megatron_overrides
 from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
 from automodel_dist.yamlio import Document, load_document
 
@@ -81,6 +82,7 @@ def run_model_dry_run(args: argparse.Namespace) -> int:
 
     require_oracle()
     doc = load_document(args.source, what="dry-run input")
+    refuse_megatron_overrides(doc)
     source, world_size, gpus_per_node = _world(args, doc)
     report = build_model_dry_run(source, world_size=world_size, gpus_per_node=gpus_per_node,
                                  ranks=None if args.rank is None else [args.rank], all_ranks=args.all_ranks)
@@ -105,6 +107,7 @@ def run_dry_run(args: argparse.Namespace) -> int:
     args.rank = args.rank or 0
     start = time.perf_counter()
     doc = load_document(args.source, what="dry-run input")  # bad input fails before torch is imported
+    refuse_megatron_overrides(doc)  # dry-run builds AutoModel's meshes
     if is_intent(doc.data):
         require_torch()  # before the compile, whose work is wasted without torch
         report, result = _intent_meshes(args)

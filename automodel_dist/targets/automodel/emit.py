@@ -469,7 +469,7 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     """
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
-        doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
+        doc = base if isinstance(base, Document) else load_document(base, what="base recipe", comments=True)
         check_base_is_recipe(doc)
         check_base_against_pins(problem, doc, pin_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)

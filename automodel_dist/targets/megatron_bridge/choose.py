@@ -20,7 +20,7 @@ from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
-from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings
+from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
 # Megatron-Bridge's model providers: DeepSeek-V3 trains with one multi-token-prediction layer
@@ -108,6 +108,32 @@ def pipeline_layout(num_layers: int, pp: int, vpp: int, mtp: int | None) -> str 
     return out
 
 
+def finetune(problem: Problem, layout: Layout, s: MegatronSettings) -> tuple[MegatronSettings, dict[str, str]]:
+    """The sft/peft recipes' keys: packing (padded for CP), the loss averaging Megatron-Bridge demands when
+    fine-tuning with CP ("When finetuning with CP>1, calculate_per_token_loss must be True" / "average_in_
+    collective must be False"), the checkpoint the weights load from ("PEFT requires a pretrained checkpoint
+    path"), and the LoRA adapter's rank (alpha 2 x rank, as the AutoModel target writes)."""
+    training, cp = problem.training, layout.cp
+    s = s.with_(packed_sequence_size=training.seq_length, pad_seq_to_mult=2 * cp if cp > 1 else 1)
+    why = {"packed_sequence_size": "the sft/peft recipes pack sequences: one packed sequence of seq_length",
+           "pad_seq_to_mult": (f"CP={cp} splits each packed sequence into 2 x CP chunks: pad to a multiple of "
+                               f"{2 * cp}" if cp > 1 else "no CP: no padding (the recipe pads for its own CP)")}
+    if cp > 1:
+        s = s.with_(per_token_loss=True, average_in_collective=False)
+        why["per_token_loss"] = "fine-tuning with CP: ranks whose tokens are all masked would divide by zero"
+        why["average_in_collective"] = "fine-tuning with CP: per-token loss, so gradients are summed, not averaged"
+    if training.init == "pretrained":
+        s = s.with_(pretrained_checkpoint=PRETRAINED_FROM_ENV)
+        why["pretrained_checkpoint"] = (f"the Megatron checkpoint of the pretrained weights (AutoBridge import), "
+                                        f"from ${PRETRAINED_ENV} when the config is resolved")
+    if training.is_peft:
+        rank = training.peft_rank or 16
+        s = s.with_(peft_dim=rank, peft_alpha=2 * rank)
+        why["peft_dim"] = "the intent's LoRA rank"
+        why["peft_alpha"] = "2 x rank (the AutoModel target's scaling)"
+    return s, why
+
+
 def precision(problem: Problem) -> tuple[str, str]:
     major = capability_major(problem.cluster.gpu.compute_capability)
     if problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8:
@@ -149,8 +175,8 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
                          comm_overlap=section)
     why["seq_length"] = "the intent's sequence length"
     if problem.training.task in ("sft", "peft"):
-        s = s.with_(packed_sequence_size=problem.training.seq_length)
-        why["packed_sequence_size"] = "the sft/peft recipes pack sequences: one packed sequence of seq_length"
+        s, finetune_why = finetune(problem, layout, s)
+        why.update(finetune_why)
     if s.mtp_num_layers:
         why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"
     cp_type, hcp, why["cp_comm_type"] = cp_comm(problem, layout)

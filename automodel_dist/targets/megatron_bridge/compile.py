@@ -7,33 +7,53 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from automodel_dist import limits
-from automodel_dist.catalog.hardware import get_gpu
+from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
-from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
-from automodel_dist.compiler import CompileResult, Source
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.compiler import (
+    CompileResult,
+    Source,
+    TargetSetting,
+    judged_estimate,
+    pinned_value,
+    require_pins,
+)
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Report, locate_all
-from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.findings import Finding, Report, locate_all
+from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
 from automodel_dist.problem import Problem
 from automodel_dist.rules import registry as r
-from automodel_dist.targets.megatron_bridge.choose import decide, env_vars
-from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, override_pairs, override_yaml, reasons
-from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
-from automodel_dist.targets.megatron_bridge.parse import parse_overrides
-from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned
-from automodel_dist.targets.megatron_bridge.recipes import preset_for_recipe, recipe_function
+from automodel_dist.targets import MEGATRON_BRIDGE
+from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, env_vars, layout_dispatcher
+from automodel_dist.targets.megatron_bridge.emit import (
+    hydra_overrides,
+    hydra_value,
+    override_pairs,
+    override_yaml,
+    reasons,
+)
+from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
+from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, megatron_layout, parse_overrides
+from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
+from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
+from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
-from automodel_dist.yamlio import load_document, read_text_file, to_plain
+from automodel_dist.validate import read_sbatch
+from automodel_dist.verify.groups import MeshPlan
+from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
+
+RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 
 
 @dataclass
@@ -47,9 +67,43 @@ class MegatronCompileResult(CompileResult):
     why: dict[str, str] = field(default_factory=dict)
     framework: str = "megatron"  # the cost profile the plan was estimated with (explain's error band)
 
+    target: ClassVar[str] = MEGATRON_BRIDGE
+    stack: ClassVar[str] = "Megatron Core"
+    rank_provenance: ClassVar[str] = PROVENANCE
+    axis_names: ClassVar[Mapping[str, str]] = {"ep_shard": "expert data parallel"}
+
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
                 "env": {name: value for name, value, _ in self.env}}
+
+    @property
+    def writes(self) -> str:
+        return f"Megatron-Bridge overrides for {self.recipe_function}"
+
+    def settings(self) -> list[TargetSetting]:
+        """Every key of the override set with its why-comment (the layout's sizes included)."""
+        assert self.override is not None
+        why = reasons(self.override.layout, self.why)
+        return [TargetSetting(path, hydra_value(value), why.get(name, ""))
+                for path, name, value in override_pairs(self.override)]
+
+    def environment(self) -> list[TargetSetting]:
+        return [TargetSetting(name, value, why) for name, value, why in self.env]
+
+    def hydra_text(self) -> str:
+        """`compile --format hydra`: the key=value list, one per line, under `#` lines naming the recipe and world
+        (the recipe runner takes the lines as arguments; validate reads the file back)."""
+        run = (f"# run: mapfile -t OVERRIDES < <(grep -v '^#' THIS_FILE); python {RUNNER} --recipe "
+               f'{self.recipe_function} "${{OVERRIDES[@]}}"')
+        header = [*_identity(self.problem, self.recipe_function, "compile --target megatron-bridge --format hydra"),
+                  run]
+        return "\n".join([*header, *self.hydra]) + "\n"
+
+    def cost_options(self) -> RecipeOptions:
+        return megatron_options(self.problem, self.layout)
+
+    def rank_plan(self) -> MeshPlan:
+        return plan_ranks(self.layout)
 
 
 def model_for_recipe(recipe: str) -> ModelSpec | None:
@@ -58,13 +112,22 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     return resolve_model(preset) if preset else None
 
 
+def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
+    """The opening lines of every override file: what it is, who wrote it, and the recipe and world it is for
+    (`validate --target megatron-bridge` reads the last two when no flag gives them)."""
+    cluster = problem.cluster
+    return [f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
+            f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
+            f"# {WRITTEN_BY_MARKER} {command}",
+            f"# recipe: {recipe}",
+            f"# world: {cluster.nodes} x {cluster.gpus_per_node}"]
+
+
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
             env: Iterable[tuple[str, str, str]]) -> str:
-    cluster, lay = problem.cluster, override.layout
+    lay = override.layout
     lines = [
-        f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
-        f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
-        f"# {WRITTEN_BY_MARKER} compile --target megatron-bridge",
+        *_identity(problem, recipe, "compile --target megatron-bridge"),
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
         f"{lay.pp * max(lay.tp * lay.cp, lay.ep * lay.etp)})",
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
@@ -72,9 +135,16 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         "(Megatron cost profile)",
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
-        f"# run: python scripts/training/run_recipe.py --recipe {recipe} <compile --format hydra's key=value list>",
+        *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
+           "checkpoint.pretrained_checkpoint reads it"] if reads_checkpoint_env(override) else []),
+        f"# run: python {RUNNER} --recipe {recipe} <compile --format hydra's key=value list>",
     ]
     return "\n".join(lines) + "\n"
+
+
+def reads_checkpoint_env(override: OverrideSet) -> bool:
+    """The override set loads its pretrained weights from the checkpoint the environment names."""
+    return override.settings.pretrained_checkpoint == PRETRAINED_FROM_ENV
 
 
 def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, str], estimate: Estimate,
@@ -85,8 +155,8 @@ def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, s
     return text, tuple(hydra_overrides(override)), env
 
 
-def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronCompileResult:
-    """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
+def _megatron_problem(source: Source, overrides: Iterable[str]) -> tuple[Intent, Problem]:
+    """The intent and its problem, with the AutoModel-only pins refused (this target has neither)."""
     intent = load_intent(source, tuple(overrides))
     problem = resolve_intent(intent)
     for pin, allowed in (("strategy", None), ("dp_replicate", (1,))):
@@ -95,6 +165,39 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
             raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
                              "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
                              where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
+    return intent, problem
+
+
+def estimate_megatron(source: Source, overrides: Iterable[str] = ()) -> Estimate:
+    """`estimate(target="megatron-bridge")`: the Megatron layout the intent's pins fix (TP, PP, CP, EP for an
+    MoE model, VPP with PP, recompute, micro batch), judged by Megatron's rules with the settings compile
+    would write, timed with the Megatron cost profile."""
+    intent, problem = _megatron_problem(source, overrides)
+    pins, model = problem.pins, problem.model
+    required = ["tp", "pp", "cp", "activation_checkpointing", "micro_batch_size"]
+    required += ["ep"] if model.is_moe else []
+    required += ["vpp"] if pins.pp is not None and max(pins.pp) > 1 else []
+    require_pins(problem, required, intent)
+    ep = pinned_value(problem, "ep", 1)
+    tp = pinned_value(problem, "tp", 1)
+    layout = megatron_layout(
+        problem.cluster.world_size, tp=tp, pp=pinned_value(problem, "pp", 1), vpp=pinned_value(problem, "vpp", 1),
+        cp=pinned_value(problem, "cp", 1), ep=ep, sequence_parallel=tp > 1,
+        activation_checkpointing=pinned_value(problem, "activation_checkpointing", False),
+        global_batch_size=problem.training.global_batch_size,
+        micro_batch_size=pinned_value(problem, "micro_batch_size", 1),
+        dispatcher=layout_dispatcher(*dispatcher_of(problem, ep)[:2]) if model.is_moe else None)
+    findings = check_planned(layout, model=model, cluster=problem.cluster, training=problem.training)
+    return judged_estimate(layout, findings, lambda: estimate_planned(problem, layout))
+
+
+def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronCompileResult:
+    """Compile an intent into a Megatron-Bridge override set (InputError exit 2; InfeasibleError exit 1)."""
+    intent, problem = _megatron_problem(source, overrides)
+    if intent.base_recipe is not None:  # the override set applies to a recipe function, not to a recipe file
+        raise InputError("base_recipe is an AutoModel recipe to merge into; the megatron-bridge target writes "
+                         "overrides for a Megatron-Bridge recipe function, which has no file to merge",
+                         where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
     recipe = recipe_function(problem.model, problem.training.task)
     result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
     best = result.best
@@ -108,38 +211,77 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         override=override, hydra=hydra, recipe_function=recipe, env=env, why=why)
 
 
-def explain_settings(result: MegatronCompileResult) -> str:
-    """The Megatron-only choices of the winner and why (explain's second half)."""
-    assert result.override is not None
-    lines = [f"Megatron-Bridge settings for {result.recipe_function} (beyond the layout):"]
-    for path, name, value in override_pairs(result.override):
-        if name in result.why:
-            lines.append(f"  {path} = {value}: {result.why[name]}")
-    lines += [f"  env {name}={value}: {why}" for name, value, why in result.env]
-    return "\n".join(lines) + "\n"
+def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *, recipe: str | None,
+                       world_size: int, gpus_per_node: int = 8, model: Any = None, gpu: GpuSpec | str | None = None,
+                       sbatch: str | Path | None = None) -> Report:
+    """Every Megatron-Bridge rule on an override set for the recipe function `recipe` on `world_size` GPUs.
 
-
-def validate_overrides(source: str | Path | dict[str, Any], *, recipe: str, world_size: int, gpus_per_node: int = 8,
-                       model: str | None = None, gpu: str | None = None, sbatch: Path | None = None) -> Report:
-    """Every Megatron-Bridge rule on an override file for `recipe` on `world_size` GPUs (and its launch script)."""
+    `source` is the override file (a path, or its text: YAML, or the `key=value` lines `compile --format
+    hydra` writes), a mapping, or a Hydra `key=value` list; `sbatch` the launch script (a path, or its
+    text), judged with it. Bad input is an InputError (exit 2).
+    """
+    if not isinstance(recipe, str) or not IDENTIFIER.fullmatch(recipe):
+        raise InputError(f"the recipe function (--recipe; recipe_function in the API) must be a Megatron-Bridge "
+                         f"recipe name, got {recipe!r}",
+                         hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
-    doc = load_document(source, what="overrides")
-    override = parse_overrides(doc, world_size=world_size)
-    spec = resolve_model(model) if model else model_for_recipe(recipe)
-    gpu_spec = get_gpu(gpu) if gpu else None
+    sbatch_text, sbatch_file = read_sbatch(sbatch)
+    override, locate, filename = _read_overrides(source, world_size)
+    spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
+    gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    findings = check_overrides(override, model=spec, cluster=cluster)
-    if sbatch is not None:
-        text = read_text_file(sbatch, what="sbatch script", expected="the path of the Slurm script")
-        findings += check_sbatch(text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
-                                 sbatch_file=str(sbatch))
+    findings = check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    if sbatch_text is not None:
+        findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
+                                 sbatch_file=sbatch_file)
     if spec is None:
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
                                           path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
-    return Report(findings=locate_all(doc, findings), source=doc.filename)
+    return Report(findings=locate(findings), source=filename)
+
+
+Locator = Callable[[list[Finding]], list[Finding]]
+
+
+def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, Locator, str]:
+    """The override set, what places its findings at their lines, and the name of the file it came from."""
+    if isinstance(source, Sequence) and not isinstance(source, str):
+        return parse_overrides(_hydra_list(source), world_size=world_size), list, "<overrides>"
+    if isinstance(source, Mapping):
+        doc = load_document(source, what="overrides")
+    else:
+        text, filename = source_text(source, what="overrides")
+        lines = hydra_file(text)
+        if lines is None:
+            doc = parse_document(text, filename, what="overrides")
+        else:
+            line_of = {hydra_key(item): number for number, item in lines}  # the last of a repeated key wins
+
+            def where(path: str) -> str:
+                return f"{filename}:{line_of[path]}:1" if path in line_of else filename
+
+            def locate(findings: list[Finding]) -> list[Finding]:
+                return [f.located(line_of[f.path], 1) if f.line is None and f.path in line_of else f
+                        for f in findings]
+
+            override = parse_overrides([item for _, item in lines], world_size=world_size, where=where)
+            return override, locate, filename
+    if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
+        raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
+                         where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
+    return parse_overrides(doc, world_size=world_size), lambda findings: locate_all(doc, findings), doc.filename
+
+
+def _hydra_list(items: Sequence[Any]) -> list[str]:
+    """A Hydra override list as the API takes it: strings only (each a `key=value`, parsed by the reader)."""
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InputError(f"a Hydra override must be a string, got {type(item).__name__}",
+                             where=f"overrides[{i}]", hint="write key=value, e.g. model.tensor_model_parallel_size=2")
+    return list(items)

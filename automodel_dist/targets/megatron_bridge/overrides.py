@@ -22,6 +22,12 @@ from automodel_dist.layout import Layout
 # state and fp32 master weights sharded over data parallelism; bf16 weights and gradients replicated).
 DIST_OPTIMIZER = "distributed_optimizer"
 
+# The Megatron checkpoint a fine-tune loads (the Hugging Face weights imported with Megatron-Bridge's
+# AutoBridge): only the user knows where it is, so the override set reads it from the environment when
+# Megatron-Bridge resolves the config (OmegaConf's oc.env), and the launch script refuses to start without it.
+PRETRAINED_ENV = "PRETRAINED_CHECKPOINT"
+PRETRAINED_FROM_ENV = f"${{oc.env:{PRETRAINED_ENV}}}"
+
 CP_COMM_TYPES = ("p2p", "all_gather", "a2a", "a2a+p2p")
 DISPATCHER_TYPES = ("allgather", "alltoall", "flex")
 FLEX_BACKENDS = ("deepep", "hybridep")
@@ -67,6 +73,14 @@ class MegatronSettings:
     seq_length: int = 4096
     comm_overlap: bool = False  # the recipe has a CommOverlapConfig (ConfigContainer's default is None)
     packed_sequence_size: int | None = None  # the sft/peft recipes' packed sequences (pretrain: none)
+    # Fine-tuning (sft/peft recipes; None leaves the recipe's value): padding of packed sequences for CP,
+    # the loss and gradient averaging CP needs, the checkpoint the weights load from, the LoRA adapter.
+    pad_seq_to_mult: int | None = None
+    per_token_loss: bool | None = None
+    average_in_collective: bool | None = None
+    pretrained_checkpoint: str | None = None
+    peft_dim: int | None = None
+    peft_alpha: int | None = None
 
     def with_(self, **changes: object) -> MegatronSettings:
         return replace(self, **changes)
@@ -86,11 +100,15 @@ class OverrideSet:
 
 @dataclass(frozen=True)
 class Key:
-    """Where one field lives: its dotted ConfigContainer path, and whether it is a Layout or settings field."""
+    """Where one field lives: its dotted ConfigContainer path, whether it is a Layout or settings field, and
+    whether Hydra must append it (`+path=value`): Megatron-Bridge leaves the PEFT object out of the config it
+    lets Hydra override ("Could not override 'peft.dim'. To append to your config use +peft.dim=16"), and
+    sets the appended keys on it afterwards."""
 
     path: str
     field: str
     on_layout: bool = False
+    append: bool = False
 
 
 def _k(path: str, name: str) -> Key:
@@ -140,5 +158,12 @@ KEYS: tuple[Key, ...] = (
     _l("train.global_batch_size", "global_batch_size"),
     _k("model.mtp_num_layers", "mtp_num_layers"),
     _k("dataset.offline_packing_specs.packed_sequence_size", "packed_sequence_size"),
+    _k("dataset.offline_packing_specs.pad_seq_to_mult", "pad_seq_to_mult"),
+    _k("model.calculate_per_token_loss", "per_token_loss"),
+    _k("ddp.average_in_collective", "average_in_collective"),
+    _k("checkpoint.pretrained_checkpoint", "pretrained_checkpoint"),
+    Key("peft.dim", "peft_dim", append=True),
+    Key("peft.alpha", "peft_alpha", append=True),
 )
 PATHS = {key.field: key.path for key in KEYS}  # the first path of each field (finding paths)
+APPENDED = frozenset(key.path for key in KEYS if key.append)

@@ -9,30 +9,33 @@ implementation, `recompute_granularity: partial`) is left for the rules, which q
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from automodel_dist import limits
 from automodel_dist.errors import InputError
 from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.targets.megatron_bridge.choose import layout_dispatcher
-from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEYS, MegatronSettings, OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEYS, Key, MegatronSettings, OverrideSet
 from automodel_dist.yamlio import Document, to_plain
 
 INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size", "global_batch_size",
-                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size"})
+                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size",
+                        "pad_seq_to_mult", "peft_dim", "peft_alpha"})
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
-                      "packed_sequence_size"})
+                      "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
-                         "account_for_embedding", "account_for_loss"})
+                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
                **dict.fromkeys(("micro_batch_size", "global_batch_size"), limits.BATCH),
-               **dict.fromkeys(("seq_length", "packed_sequence_size"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("seq_length", "packed_sequence_size", "pad_seq_to_mult"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("peft_dim", "peft_alpha"), limits.WIDTH),
                **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
 _HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 
@@ -84,26 +87,37 @@ def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[st
     return out
 
 
-def _typed(name: str, value: Any, where: str) -> Any:
+def hydra_key(item: str) -> str:
+    """The dotted key of one `[+]key=value` override (the caller has matched it)."""
+    match = _HYDRA.match(item.strip())
+    assert match is not None
+    return match["key"]
+
+
+def _typed(key: Key, value: Any, where: str) -> Any:
+    """The value of one key as its field holds it; a wrong type is an InputError naming the key."""
+    name, path = key.field, key.path
     if value is None:
         if name in NULLABLE or name in LIST_FIELDS:
             return None
-        raise InputError(f"{name} cannot be null", where=where, hint="give a value or remove the key")
+        raise InputError(f"{path} cannot be null", where=where, hint="give a value or remove the key")
     if name in LIST_FIELDS:
         if not isinstance(value, list):
-            raise InputError(f"expected a list, got {value!r}", where=where, hint="write a YAML list, e.g. [2, 2]")
+            raise InputError(f"{path}: expected a list, got {value!r}", where=where,
+                             hint="write a YAML list, e.g. [2, 2]")
         if name == "hierarchical_cp_sizes" and not all(isinstance(v, int) and not isinstance(v, bool)
                                                        for v in value):
-            raise InputError(f"expected a list of integers, got {value!r}", where=where, hint="e.g. [8, 2]")
+            raise InputError(f"{path}: expected a list of integers, got {value!r}", where=where, hint="e.g. [8, 2]")
         return tuple(value) if name == "hierarchical_cp_sizes" else tuple(str(v) for v in value)
     if name in INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"expected a positive integer, got {value!r}", where=where, hint="e.g. 2")
-        limits.check_size(value, SIZE_LIMITS[name], name=name, where=where)
+            raise InputError(f"{path}: expected a positive integer, got {value!r}", where=where, hint="e.g. 2")
+        limits.check_size(value, SIZE_LIMITS[name], name=path, where=where)
         return value
     if name in BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise InputError(f"expected true or false, got {value!r}", where=where, hint="write true or false")
+            raise InputError(f"{path}: expected true or false, got {value!r}", where=where,
+                             hint="write true or false")
         return value
     return str(value)
 
@@ -125,21 +139,37 @@ def megatron_layout(world_size: int, *, tp: int = 1, pp: int = 1, vpp: int = 1, 
                   dispatcher=dispatcher)
 
 
-def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int) -> OverrideSet:
-    """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list)."""
+def hydra_file(text: str) -> list[tuple[int, str]] | None:
+    """(line number, override) of every line of a Hydra override list (`compile --format hydra` writes one;
+    `#` comments and blank lines aside), or None when a line is not `key=value` (the file is YAML)."""
+    items = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if not _HYDRA.match(stripped):
+            return None
+        items.append((number, stripped))
+    return items or None
+
+
+def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
+                    where: Callable[[str], str] | None = None) -> OverrideSet:
+    """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
+    `where(dotted key)` places a bad value (a YAML document's keys are placed by the document)."""
     if isinstance(source, Document):
         flat, doc = flatten(source.data), source
     elif isinstance(source, Mapping):
         flat, doc = flatten(source), None
     else:
         flat, doc = hydra_mapping(source), None
+    locate = where or (doc.where if doc else (lambda path: path))
     layout_values: dict[str, Any] = {}
     settings_values: dict[str, Any] = {}
     for key in KEYS:
         if key.path not in flat:
             continue
-        where = doc.where(key.path) if doc else key.path
-        value = _typed(key.field, flat[key.path], where)
+        value = _typed(key, flat[key.path], locate(key.path))
         (layout_values if key.on_layout else settings_values)[key.field] = value
     for name in ("vpp", "etp"):
         if layout_values.get(name, 0) is None:
@@ -153,3 +183,16 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
     layout_values["activation_checkpointing"] = ("off" if granularity is None
                                                  else granularity if granularity in AC_MODES else "full")
     return OverrideSet(megatron_layout(world_size, **layout_values), settings)
+
+
+# Keys only a Megatron-Bridge override set has (AutoModel's recipe says distributed.tp_size and so on).
+MEGATRON_ONLY = tuple(key.path for key in KEYS if key.path.startswith("model.") and key.path.endswith("_size"))
+
+
+def megatron_key(data: Mapping[str, Any]) -> str | None:
+    """The first key that makes `data` a Megatron-Bridge override set rather than an AutoModel recipe (a
+    Megatron parallel size and no `distributed:` section), or None."""
+    if "distributed" in data:
+        return None
+    flat = flatten(data)
+    return next((path for path in MEGATRON_ONLY if path in flat), None)

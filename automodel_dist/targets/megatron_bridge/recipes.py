@@ -9,6 +9,7 @@ the oracle can build offline).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from automodel_dist.catalog.models import get_preset
@@ -75,3 +76,14 @@ def recipe_function(model: ModelSpec, task: str = "pretrain") -> str:
 
 def preset_for_recipe(function: str) -> str | None:
     return next((preset for (preset, _), recipe in RECIPES.items() if recipe.function == function), None)
+
+
+_TASK = re.compile(r"_(pretrain|sft|peft)_config$")
+# A Python identifier: a recipe function's name (megatron.bridge.recipes.<name>), an environment variable's.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def recipe_task(function: str) -> str | None:
+    """The task a recipe function is for, from Megatron-Bridge's naming (`<model>_<task>_config`)."""
+    match = _TASK.search(function)
+    return match[1] if match else None

@@ -135,14 +135,35 @@ GRAPH_PACKED_ATTN = _rule("mb-cuda-graph-packed-attn", ERROR, "cuda_graph_scope"
 GRAPH_MOE_RECOMPUTE = _rule("mb-cuda-graph-moe-recompute", ERROR, "recompute_modules",
                             "moe recompute does not go with a moe_router TE graph")
 
+# -- fine-tuning (the sft/peft recipes: ConfigContainer.validate on an SFT dataset, and PEFT) --------------------
+FINETUNE_CP_LOSS = _rule("mb-finetune-cp-per-token-loss", ERROR, "per_token_loss",
+                         "fine-tuning with CP > 1 needs calculate_per_token_loss (masked-only ranks divide by 0)")
+FINETUNE_CP_AVERAGE = _rule("mb-finetune-cp-average-in-collective", ERROR, "average_in_collective",
+                            "fine-tuning with CP > 1 needs average_in_collective false; the Llama 3 and Qwen3 "
+                            "sft/peft recipes set it true, so an override set must say false")
+PACKED_CP_PAD = _rule("mb-packed-cp-padding", WARNING, "pad_seq_to_mult",
+                      "packed sequences with CP > 1 must be padded to a multiple of 2·CP")
+PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
+                        "PEFT needs the pretrained checkpoint its adapters train on")
+
 
 @dataclass(frozen=True)
 class Context:
-    """What the rules read: the override set and, when known, the model and the cluster."""
+    """What the rules read: the override set and, when known, the model, the cluster and the recipe's task
+    (pretrain, sft or peft; unknown, the override set says: packing is fine-tuning, a LoRA dim PEFT)."""
 
     override: OverrideSet
     model: ModelSpec | None
     cluster: ClusterSpec | None
+    task: str | None = None
+
+    @property
+    def finetune(self) -> bool:
+        return self.task in ("sft", "peft") if self.task else self.s.packed_sequence_size is not None
+
+    @property
+    def peft(self) -> bool:
+        return self.task == "peft" if self.task else self.s.peft_dim is not None
 
     @property
     def layout(self) -> Layout:
@@ -517,10 +538,36 @@ def _cuda_graphs(c: Context) -> list[Finding]:
     return out
 
 
-def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None,
-                    cluster: ClusterSpec | None = None) -> list[Finding]:
-    """Every Megatron-Bridge rule on one override set; model- and cluster-bound rules need those."""
-    ctx = Context(override, model, cluster)
+@check
+def _finetune(c: Context) -> list[Finding]:
+    lay, s, out = c.layout, c.s, []
+    if c.finetune and lay.cp > 1:
+        if not s.per_token_loss:
+            out.append(FINETUNE_CP_LOSS.finding("When finetuning with CP>1, calculate_per_token_loss must be True",
+                                                hint="set model.calculate_per_token_loss=true"))
+        if s.average_in_collective is not False:
+            kept = " (the recipe's value is kept, and the sft/peft recipes set it true)" \
+                if s.average_in_collective is None else ""
+            out.append(FINETUNE_CP_AVERAGE.finding("When finetuning with CP>1, average_in_collective must be False"
+                                                   + kept, hint="set ddp.average_in_collective=false"))
+    if s.packed_sequence_size is not None and lay.cp > 1 and (s.pad_seq_to_mult or 1) % (2 * lay.cp):
+        out.append(PACKED_CP_PAD.finding(
+            f"packed sequences with context_parallel_size={lay.cp} must be padded to a multiple of {2 * lay.cp} "
+            f"(pad_seq_to_mult is {s.pad_seq_to_mult or 'the recipe default, 1 without its own CP'}): the recipes "
+            "set it from their own CP, which an override of CP does not change",
+            hint=f"set dataset.offline_packing_specs.pad_seq_to_mult={2 * lay.cp}"))
+    if c.peft and s.pretrained_checkpoint is None:
+        out.append(PEFT_CHECKPOINT.finding("PEFT requires a pretrained checkpoint path",
+                                           hint="set checkpoint.pretrained_checkpoint to the Megatron checkpoint "
+                                           "imported from the Hugging Face weights"))
+    return out
+
+
+def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
+                    task: str | None = None) -> list[Finding]:
+    """Every Megatron-Bridge rule on one override set; model- and cluster-bound rules need those, and the
+    fine-tuning rules the recipe's task (by default read from the override set)."""
+    ctx = Context(override, model, cluster, task)
     return [f for fn in CHECKS for f in fn(ctx)]
 
 

@@ -16,17 +16,17 @@ import shlex
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Report
 from automodel_dist.launch.settings import launcher_settings
-from automodel_dist.targets.megatron_bridge.compile import MegatronCompileResult
+from automodel_dist.targets.megatron_bridge.compile import RUNNER, MegatronCompileResult, reads_checkpoint_env
+from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV
+from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER
 from automodel_dist.targets.megatron_bridge.rules import check_sbatch
 
-RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
 
 
 def _checked_identifier(value: str, what: str) -> str:
-    if not _IDENTIFIER.fullmatch(value):
+    if not IDENTIFIER.fullmatch(value):
         raise InputError(f"{what} {value!r} is not a Python identifier", hint="e.g. deepseek_v3_pretrain_config")
     return value
 
@@ -84,6 +84,11 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     for name, value in settings.env:
         env.append(f"export {_checked_identifier(name, 'environment variable')}={shlex.quote(value)}"
                    "  # from the intent's launcher.env")
+    if result.override is not None and reads_checkpoint_env(result.override):
+        env += [f"# The fine-tune loads the pretrained weights from a Megatron checkpoint: the override set reads "
+                f"{PRETRAINED_ENV}.",
+                f": \"${{{PRETRAINED_ENV}:?set {PRETRAINED_ENV} to the Megatron checkpoint imported from the "
+                "Hugging Face weights}\""]
     env += [
         "# Secrets come from the submitting shell (sbatch passes its environment on); never write them here.",
         "for secret in HF_TOKEN WANDB_API_KEY; do",
@@ -91,6 +96,8 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
         "done",
         "",
         "# The override set, one key=value per argument (Hydra syntax, shell-quoted).",
+        *(["# shellcheck disable=SC2016  # ${oc.env:...} is resolved by Megatron-Bridge's config, not the shell"]
+          if any("${" in item for item in result.hydra) else []),
         "OVERRIDES=(",
         *[f"    {shlex.quote(item)}" for item in result.hydra],
         ")",
