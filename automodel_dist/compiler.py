@@ -193,7 +193,7 @@ def pinned_layout(problem: Problem, intent: Intent | None = None) -> Layout:
 
     return make_layout(problem, strategy=one("strategy", "fsdp2"), tp=one("tp", 1), pp=one("pp", 1),
                        cp=one("cp", 1), ep=one("ep", 1), dp_replicate=one("dp_replicate", 1), vpp=one("vpp", 1),
-                       activation_checkpointing=one("activation_checkpointing", False),
+                       activation_checkpointing=one("activation_checkpointing", "off"),
                        local_batch_size=one("local_batch_size", 1),
                        micro_batch_size=one("micro_batch_size", None) if one("pp", 1) > 1 else None)
 

@@ -12,7 +12,8 @@ from automodel_dist.cost.profiles import ErrorBand, parameters
 from automodel_dist.cost.throughput import generation
 from automodel_dist.errors import InputError
 from automodel_dist.infeasible import largest_parts
-from automodel_dist.planner import THROUGHPUT_TIE, Candidate, simplicity
+from automodel_dist.layout import AC_MODES
+from automodel_dist.planner import THROUGHPUT_TIE, Candidate, simplicity, structure
 from automodel_dist.targets import AUTOMODEL
 
 COLUMNS = ("#", "layout", "peak GiB", "largest memory parts (GiB)", "step s", "tok/s/GPU", "TFLOP/s", "MFU",
@@ -48,6 +49,31 @@ def _band_text(band: ErrorBand | None) -> str:
             f"are off by {band.median_abs_error:.0%} (median, cross-validated)")
 
 
+def checkpointing_twins(result: CompileResult) -> dict[str, Candidate | None]:
+    """The winner's structure under each other checkpointing mode: its best fitting batch split among the
+    plan's alternatives, or None (no split fits, the rules drop it, or it ranks below the alternatives kept)."""
+    key = structure(result.layout)[:-1]  # the structure but its checkpointing mode (the last field)
+    twins: dict[str, Candidate | None] = {m: None for m in AC_MODES if m != result.layout.activation_checkpointing}
+    for c in result.alternatives:
+        mode = c.layout.activation_checkpointing
+        if mode in twins and twins[mode] is None and structure(c.layout)[:-1] == key:
+            twins[mode] = c
+    return twins
+
+
+def _checkpointing_text(result: CompileResult) -> str:
+    best = result.estimate.tokens_per_s_per_gpu
+    parts = []
+    for mode, twin in checkpointing_twins(result).items():
+        if twin is None:
+            parts.append(f"{mode}: no fitting split among the alternatives")
+            continue
+        est = twin.estimate
+        change = est.tokens_per_s_per_gpu / best - 1 if best else 0.0
+        parts.append(f"{mode}: {est.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({change:+.1%}), {est.memory_gib:.1f} GiB")
+    return f"checkpointing: {result.layout.activation_checkpointing}; the same structure with " + "; ".join(parts)
+
+
 def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
     problem = result.problem
     band = error_band(result)
@@ -71,6 +97,9 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
                                        if result.alternatives else None),
         "settings": [setting.to_json() for setting in result.settings()],
         "environment": [setting.to_json() for setting in result.environment()],
+        "checkpointing": {"mode": result.layout.activation_checkpointing,
+                          "same_structure": {mode: None if c is None else _candidate_json(c)
+                                             for mode, c in checkpointing_twins(result).items()}},
     }
 
 
@@ -156,6 +185,7 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         f"winner: {result.layout.short()}: {est.memory_gib:.1f} GiB peak, {est.tokens_per_s_per_gpu:,.0f} "
         f"tokens/s/GPU, bound by {est.bound}",
         f"why: {why_it_won(result)}",
+        _checkpointing_text(result),
         _band_text(band),
     ]
     if within_band(result, band):

@@ -7,7 +7,7 @@ dotted key, what was expected and a fix; all schema problems are reported togeth
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from automodel_dist.errors import InputError
+from automodel_dist.layout import ac_mode
 from automodel_dist.limits import INTENT_SIZES, PIN_SIZES, WORLD_SIZE, check_size, check_sizes, path_exists
 from automodel_dist.problem import Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
@@ -201,14 +202,14 @@ def resolve_intent(intent: Intent) -> Problem:
 
 def pins_from_mapping(parallelism: Mapping[str, Any]) -> Pins:
     """`parallelism:` values (auto | value | list) -> Pins (None | sorted tuple of allowed values)."""
-    def allowed(name: str) -> tuple | None:
+    def allowed(name: str, spelling: Callable[[Any], Any] = lambda value: value) -> tuple | None:
         value = parallelism.get(name, "auto")
         if value == "auto":
             return None
         values = value if isinstance(value, list) else [value]
-        return tuple(sorted(set(values)))
+        return tuple(sorted({spelling(v) for v in values}))
 
-    return Pins(strategy=allowed("strategy"), activation_checkpointing=allowed("activation_checkpointing"),
+    return Pins(strategy=allowed("strategy"), activation_checkpointing=allowed("activation_checkpointing", ac_mode),
                 dispatcher=allowed("dispatcher"), **{name: allowed(name) for name in INT_PINS})
 
 

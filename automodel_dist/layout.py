@@ -27,6 +27,24 @@ def is_multi_stage(schedule: str | None) -> bool:
 INTER_NODE_DISPATCHERS = ("deepep", "hybridep", "uccl_ep")
 FLEX_DISPATCHERS = (*INTER_NODE_DISPATCHERS, "mok")
 
+# Activation checkpointing as AutoModel applies it (reference/automodel.md §3.2): "full" recomputes each
+# decoder layer from its input; "selective" wraps each layer in torch's op-level policy (it keeps attention,
+# every other matmul, top-k and collective outputs, FSDP2 and DDP only); "off" keeps every activation.
+# Ordered by the memory they keep, least first.
+AC_MODES = ("full", "selective", "off")
+
+
+def ac_mode(value: bool | str) -> str:
+    """A checkpointing mode from AutoModel's boolean spelling too (True is "full", False is "off")."""
+    if value is True:
+        return "full"
+    if value is False:
+        return "off"
+    return value
+
+
+_AC_LABELS = {"full": "ac", "selective": "sac", "off": "noac"}
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -37,7 +55,8 @@ class Layout:
     pipeline stages per pp rank (1 for single-stage schedules). `micro_batch_size` is the pipeline
     micro batch (`distributed.pipeline.pp_microbatch_size`); it equals `local_batch_size` without PP.
     `etp` is Megatron's expert tensor parallelism (the TP of the expert layers, folded with EP over the
-    ranks of one pipeline stage); AutoModel has none, so it stays 1 there.
+    ranks of one pipeline stage); AutoModel has none, so it stays 1 there. `activation_checkpointing` is one
+    of `AC_MODES` (a bool is read as AutoModel reads it: True is "full").
     """
 
     world_size: int
@@ -50,13 +69,22 @@ class Layout:
     dp_size: int | None = None
     vpp: int = 1
     pp_schedule: str | None = None
-    activation_checkpointing: bool = False
+    activation_checkpointing: str = "off"
     sequence_parallel: bool = False
     global_batch_size: int = 1
     local_batch_size: int = 1
     micro_batch_size: int = 1
     dispatcher: str | None = None
     etp: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.activation_checkpointing, bool):
+            object.__setattr__(self, "activation_checkpointing", ac_mode(self.activation_checkpointing))
+
+    @property
+    def checkpointed(self) -> bool:
+        """Whether any activation checkpointing is asked for (full or selective)."""
+        return self.activation_checkpointing != "off"
 
     @property
     def dp(self) -> int:
@@ -113,10 +141,10 @@ class Layout:
         return replace(self, **changes)
 
     def short(self) -> str:
-        """Compact human label, e.g. 'fsdp2 tp2 pp4v2 cp1 ep8 dpr1 dp16 ac lbs2 mbs1'."""
+        """Compact human label, e.g. 'fsdp2 tp2 pp4v2 cp1 ep8 dpr1 dp16 ac lbs2 mbs1' (sac: selective)."""
         parts = [self.strategy, f"tp{self.tp}", f"pp{self.pp}" + (f"v{self.vpp}" if self.vpp > 1 else ""),
                  f"cp{self.cp}", f"ep{self.ep}", f"dpr{self.dp_replicate}", f"dp{self.dp}",
-                 "ac" if self.activation_checkpointing else "noac", f"lbs{self.local_batch_size}"]
+                 _AC_LABELS[self.activation_checkpointing], f"lbs{self.local_batch_size}"]
         if self.pp > 1:
             parts.append(f"mbs{self.micro_batch_size}")
         if self.sequence_parallel:

@@ -15,11 +15,14 @@ batches per step is skipped when a split no larger in micro batch and in local b
 memory grows with the tokens of a micro batch and with the micro batches a pipeline keeps in flight.
 The split with one micro batch per step (no PP, no gradient accumulation) is judged on its own: it has
 no deferred gradient sync (no unsharded gradients kept across micro batches, no weights kept gathered),
-so it can fit where smaller splits do not. A split without activation checkpointing is skipped where
-the same split with it did not fit. Under PP with the throughput objective, local batches are tried
-from the largest down (after the smallest) and the smaller ones are skipped once one fits: at the same
-micro batch a smaller local batch runs the same micro batches in more pipeline flushes, so it is never
-faster (it may need less memory, which is why the memory objective judges them all).
+so it can fit where smaller splits do not. A split without activation checkpointing is skipped where the
+same split with selective checkpointing did not fit: selective keeps a share of the same activations and
+nothing else differs. (Full checkpointing is not ordered with either: it keeps a few whole layers'
+activations for the layer being recomputed, more than a pipeline rank with few layers keeps without
+checkpointing.) Under PP with the throughput objective, local batches are tried from the largest down (after
+the smallest) and the smaller ones are skipped once one fits: at the same micro batch a smaller local batch
+runs the same micro batches in more pipeline flushes, so it is never faster (it may need less memory, which
+is why the memory objective judges them all).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.dispatcher import choose_dispatcher, ep_group_in_domain
 from automodel_dist.findings import ERROR, Finding
-from automodel_dist.layout import STRATEGIES, Layout
+from automodel_dist.layout import AC_MODES, STRATEGIES, Layout
 from automodel_dist.pipeline_stages import virtual_stage_options
 from automodel_dist.problem import Problem
 from automodel_dist.rules.registry import divisors
@@ -105,12 +108,12 @@ def fits(problem: Problem, estimate: Estimate) -> bool:
 
 
 def _default_checker() -> Checker:
-    """The shared layout rules, without the topology checks that can only warn (the search keeps errors)."""
+    """The shared layout rules, without the checks that can only warn (the search keeps errors)."""
     from functools import partial
 
     from automodel_dist.rules import check_layout
 
-    return partial(check_layout, topology_warnings=False)
+    return partial(check_layout, warnings=False)
 
 
 def _default_estimator() -> Estimator:
@@ -132,7 +135,7 @@ def _pinned(allowed: tuple | None, natural: Iterable) -> list:
 
 
 def layout_fields(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
-                  vpp: int, activation_checkpointing: bool, dispatcher: str | None) -> dict:
+                  vpp: int, activation_checkpointing: str, dispatcher: str | None) -> dict:
     """A layout's fields but the batch split, with what follows from its sizes: schedule, sequence
     parallelism and the global batch (`dispatcher` is `choose_dispatcher`'s, cached by the caller)."""
     model = problem.model
@@ -148,7 +151,7 @@ def layout_fields(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int,
 
 
 def make_layout(problem: Problem, *, strategy: str, tp: int, pp: int, cp: int, ep: int, dp_replicate: int,
-                vpp: int, activation_checkpointing: bool, local_batch_size: int = 1,
+                vpp: int, activation_checkpointing: str | bool, local_batch_size: int = 1,
                 micro_batch_size: int | None = None) -> Layout:
     """A layout with what follows from its sizes (see `layout_fields`); micro batch = local batch without PP."""
     fields = layout_fields(problem, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, dp_replicate=dp_replicate,
@@ -199,6 +202,34 @@ class _Standing:
             return value > self.best * (1.0 + THROUGHPUT_TIE) and value > self.cutoff
         ceiling = tokens_ceiling * (1.0 + self.MARGIN)
         return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
+
+
+class _Misses:
+    """The batch splits of one structure that did not fit, and which untried splits they rule out (see
+    `Enumerator.walk_batches`): a split with several micro batches per step is ruled out by a miss no larger
+    in micro batch and in local batch; the one-micro-batch split only by itself. Kept per micro batch (its
+    smallest missing local batch), so a check costs the micro batch sizes, not every miss so far (a search
+    where nothing fits piles up hundreds per structure)."""
+
+    def __init__(self) -> None:
+        self.least: dict[int, int] = {}  # micro batch -> smallest local batch that did not fit (several)
+        self.single: set[tuple[int, int]] = set()  # (micro, local) of one-micro-batch splits that did not fit
+
+    def copy(self) -> _Misses:
+        other = _Misses()
+        other.least, other.single = dict(self.least), set(self.single)
+        return other
+
+    def add(self, mbs: int, lbs: int, several: bool) -> None:
+        if several:
+            self.least[mbs] = min(lbs, self.least.get(mbs, lbs))
+        else:
+            self.single.add((mbs, lbs))
+
+    def rule_out(self, mbs: int, lbs: int, several: bool) -> bool:
+        if several:
+            return any(m <= mbs and b <= lbs for m, b in self.least.items())
+        return (mbs, lbs) in self.single
 
 
 class Enumerator:
@@ -286,11 +317,16 @@ class Enumerator:
                                     else [choose_dispatcher(self.p.model, self.p.cluster, ep).name])
         return self.dispatchers[ep]
 
-    def acs(self, strategy: str) -> list[bool]:
-        """With checkpointing first: the same layout without it cannot fit where that does not."""
-        # MegatronFSDP skips activation checkpointing when world > 1 (reference/automodel.md §3.3).
-        natural = [False] if strategy == "megatron_fsdp" and self.W > 1 else [True, False]
-        return sorted(_pinned(self.p.pins.activation_checkpointing, natural), reverse=True)
+    def acs(self, strategy: str) -> list[str]:
+        """Checkpointing modes in `AC_MODES` order, "off" last: it cannot fit where a checkpointed twin does not.
+
+        AutoModel runs selective checkpointing with fsdp2 and ddp only (R5: a pin asking for it elsewhere is
+        left to that rule), and MegatronFSDP skips any checkpointing when world > 1 (automodel.md §3.3)."""
+        natural = ("off",) if self.W > 1 else ("full", "off")
+        if strategy != "megatron_fsdp":
+            natural = AC_MODES
+        allowed = _pinned(self.p.pins.activation_checkpointing, natural)
+        return sorted(allowed, key=AC_MODES.index)
 
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both.
@@ -348,26 +384,26 @@ class Enumerator:
                                                   dispatcher=dispatcher), dp
 
     def run(self) -> Search:
-        with_ac: tuple[dict, list[tuple[int, int, bool]]] = ({}, [])  # the last checkpointed structure's misses
+        selective: tuple[dict, _Misses] = ({}, _Misses())  # the last selective structure's misses
         for base, dp in self.structures():
-            twin = {**base, "activation_checkpointing": True}
-            known = with_ac[1] if not base["activation_checkpointing"] and with_ac[0] == twin else []
+            mode = base["activation_checkpointing"]
+            twin = {**base, "activation_checkpointing": "selective"}
+            known = selective[1] if mode == "off" and selective[0] == twin else _Misses()
             too_big = self.walk_batches(base, dp, known)
-            if base["activation_checkpointing"]:
-                with_ac = (base, too_big)
+            if mode == "selective":
+                selective = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
         if self.screen is not None and not self.found_fit and not self.first_fit:
             self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
         return self.search
 
-    def walk_batches(self, base: dict, dp: int, known: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
-        """Judge the batch splits of one structure, micro batch ascending; return the (micro batch, local
-        batch, several micro batches per step) of the splits that did not fit.
+    def walk_batches(self, base: dict, dp: int, known: _Misses) -> _Misses:
+        """Judge the batch splits of one structure, micro batch ascending; return the splits that did not fit.
 
         A split is skipped when it cannot fit (see the module docstring): with several micro batches per
         step, when a split no larger in both batches did not fit; the one-micro-batch split, only when the
-        same split did not fit. `known` are the misses of the same structure with activation checkpointing.
+        same split did not fit. `known` are the misses of the same structure with selective checkpointing.
         A pipeline chasing throughput tries its smallest local batch, then walks down from the largest and
         stops at the first that fits.
         """
@@ -377,23 +413,24 @@ class Enumerator:
             lbs = min(pins.local_batch_size or (1,))
             mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
             self.judge(self.make(base, lbs, mbs))
-            return []
+            return _Misses()
         gbs = self.p.training.global_batch_size
         largest_first = base["pp"] > 1 and self.p.objective == "throughput"
-        too_big = list(known)
+        too_big = known.copy()
         for mbs, lbs_list in batches:
+            if base["pp"] > 1 and too_big.rule_out(mbs, lbs_list[0], True):
+                continue  # under PP every split has several micro batches: the row's smallest rules out the rest
             # the smallest first: when it does not fit, no local batch at this or a larger micro batch does
             order = [lbs_list[0], *reversed(lbs_list[1:])] if largest_first else lbs_list
             for i, lbs in enumerate(order):
                 several = base["pp"] > 1 or lbs * dp < gbs
-                if any(m <= mbs and b <= lbs and s == several and (several or (m, b) == (mbs, lbs))
-                       for m, b, s in too_big):
+                if too_big.rule_out(mbs, lbs, several):
                     continue
                 verdict = self.judge(self.make(base, lbs, mbs))
                 if verdict == "structural":
-                    return []
+                    return _Misses()
                 if verdict == "too-big":
-                    too_big.append((mbs, lbs, several))
+                    too_big.add(mbs, lbs, several)
                 elif verdict == "fits" and largest_first and i > 0:
                     break
         return too_big
@@ -462,13 +499,16 @@ def simplicity(layout: Layout, gpus_per_node: int) -> tuple:
     2. TP, TP·CP and EP groups leaving a node;
     3. the strategy, in `STRATEGIES` order (fsdp2, megatron_fsdp, ddp);
     4. the sizes tp, pp, vpp, cp, ep, dp_replicate, smallest first;
-    5. no activation checkpointing before checkpointing (no recompute).
+    5. no activation checkpointing, then full, then selective (no recompute; then the plainer policy).
     Two layouts with the same key differ only in their batch split.
     """
     dims = sum(x > 1 for x in (layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate, layout.vpp))
     return (dims, groups_leaving_node(layout, gpus_per_node), STRATEGIES.index(layout.strategy)
             if layout.strategy in STRATEGIES else len(STRATEGIES), layout.tp, layout.pp, layout.vpp, layout.cp,
-            layout.ep, layout.dp_replicate, layout.activation_checkpointing)
+            layout.ep, layout.dp_replicate, _AC_SIMPLICITY.index(layout.activation_checkpointing))
+
+
+_AC_SIMPLICITY = ("off", "full", "selective")
 
 
 def rank(problem: Problem, candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -525,11 +565,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     tests/test_planner.py compares the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
-    screen = None
-    if estimate is None and not exhaustive:
-        from automodel_dist.cost.model import estimate_unless
+    screen = hopeless = None
+    if estimate is None:  # the cost model's own bounds hold
+        from automodel_dist.cost.model import cannot_fit, estimate_unless
 
-        screen = estimate_unless
+        screen = None if exhaustive else estimate_unless
+        hopeless = cannot_fit
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
     result = search(problem, check=check, estimate=estimate, screen=screen, space=space)
@@ -537,7 +578,7 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 
-        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space)
+        raise infeasible_error(result, check=check, estimate=estimate, screen=screen, space=space, hopeless=hopeless)
     best = ranked[0]
     runners = [c for c in distinct_structures(ranked) if structure(c.layout) != structure(best.layout)]
     return Plan(best=best, alternatives=runners[:ALTERNATIVES_KEPT], pruned=dict(sorted(result.pruned.items())),

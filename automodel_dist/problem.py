@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
+from automodel_dist.layout import ac_mode
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,15 @@ class Pins:
     cp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
     dp_replicate: tuple[int, ...] | None = None
-    activation_checkpointing: tuple[bool, ...] | None = None
+    activation_checkpointing: tuple[str, ...] | None = None  # layout.AC_MODES; intents' true/false read as full/off
     local_batch_size: tuple[int, ...] | None = None
     micro_batch_size: tuple[int, ...] | None = None
     dispatcher: tuple[str, ...] | None = None  # MoE token dispatcher, for layouts with ep > 1
+
+    def __post_init__(self) -> None:
+        if self.activation_checkpointing is not None:
+            object.__setattr__(self, "activation_checkpointing",
+                               tuple(sorted({ac_mode(v) for v in self.activation_checkpointing})))
 
     def allows(self, name: str, value: object) -> bool:
         allowed = getattr(self, name)

@@ -299,7 +299,7 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
         return []
     top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
     parts = ", ".join(f"{name} {gib:.1f}" for name, gib in top)
-    remedies = ["set distributed.activation_checkpointing: true"] if not layout.activation_checkpointing else []
+    remedies = _checkpointing_remedy(layout)
     if options.defer_grad_sync and layout.grad_accumulation > 1 and top[0][0] == "gradients":
         remedies.append("set distributed.defer_fsdp_grad_sync: false (deferred sync holds unsharded gradients "
                         f"across the {layout.grad_accumulation} accumulation steps)")
@@ -309,6 +309,16 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
     return [r.MEMORY_FIT.finding(
         f"estimated peak {estimate.memory_gib:.1f} GiB per GPU exceeds the {gpu.name}'s {gpu.hbm_gib:.0f} GiB "
         f"(largest parts, GiB: {parts})", hint="; ".join(remedies))]
+
+
+def _checkpointing_remedy(layout: Layout) -> list[str]:
+    """What checkpointing would save: full keeps only each layer's input; selective (fsdp2/ddp) keeps more."""
+    if layout.activation_checkpointing == "full":
+        return []
+    full = "set distributed.activation_checkpointing: true (full: keeps only each layer's input)"
+    if layout.activation_checkpointing == "off" and layout.strategy in ("fsdp2", "ddp"):
+        return [full + ", or selective (more memory than full, less recompute)"]
+    return [full]
 
 
 def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list[Finding]:

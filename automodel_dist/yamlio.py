@@ -9,6 +9,7 @@ import io
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from automodel_dist import libyaml_reader
 from automodel_dist.errors import InputError
 from automodel_dist.limits import (
     MAX_DOCUMENT_NODES,
@@ -82,6 +84,16 @@ class _LimitedComposer(Composer):
         self._depth = 0
         self._total = 0
         self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+
+    # ruamel looks the loader's parser and resolver up through two properties on every event; one load uses
+    # one of each, so the lookups are kept (a third of composing a recipe).
+    @cached_property
+    def parser(self) -> Any:
+        return super().parser
+
+    @cached_property
+    def resolver(self) -> Any:
+        return super().resolver
 
     def _count(self, size: int, mark: Any) -> None:
         self._total += size
@@ -237,11 +249,54 @@ def _looks_like_path(text: str) -> bool:
     return text.endswith((".yaml", ".yml", ".json")) or "\0" in text or path_exists(text)
 
 
-def _parse(text: str, filename: str) -> tuple[Any, tuple[DuplicateKey, ...]]:
-    """YAML text with positions and its shadowed duplicate keys; a syntax error is an InputError at line:col."""
+def _round_trip_loader() -> YAML:
+    """ruamel's round-trip loader with the input limits (composer) and last-key-wins duplicates (constructor)."""
     yaml = _round_trip_yaml()
     yaml.Constructor = _LastKeyWinsConstructor
     yaml.Composer = _LimitedComposer
+    return yaml
+
+
+@dataclass
+class _ReadVolume:
+    """How much YAML this process has read: importing libyaml's binding costs about 14 ms, what ruamel takes to
+    read ~5,000 characters, so a process reads with ruamel until it has read `after_chars` (a compile
+    reads one short intent; validating a folder reads hundreds of recipes)."""
+
+    after_chars: int = 6_000
+    chars: int = 0
+
+    def turn_to_libyaml(self, text: str) -> bool:
+        self.chars += len(text)
+        return self.chars >= self.after_chars
+
+
+_READ = _ReadVolume()
+
+
+def parse_with_libyaml(text: str) -> tuple[Any, tuple[DuplicateKey, ...]] | None:
+    """What `_parse` gives, composed by libyaml (libyaml_reader) and constructed by the same constructor; None
+    when the text is beyond the plain subset both parsers agree on, passes a limit or is in any way in error
+    (ruamel alone then reads it, so every error message is its own)."""
+    if not libyaml_reader.available(text):
+        return None
+    yaml = _round_trip_loader()
+    try:
+        data = yaml.constructor.construct_document(libyaml_reader.compose(text, yaml.resolver))
+    except (libyaml_reader.NotPlain, YAMLError, *_CONSTRUCTION_ERRORS):
+        return None
+    return data, tuple(yaml.constructor.duplicates)
+
+
+def _parse(text: str, filename: str, *, comments: bool) -> tuple[Any, tuple[DuplicateKey, ...]]:
+    """YAML text with positions and its shadowed duplicate keys; a syntax error is an InputError at line:col.
+
+    libyaml reads what it can (the same data and positions, several times faster, but no comments); ruamel
+    reads the rest, every error, and every document whose comments are wanted."""
+    fast = None if comments or not _READ.turn_to_libyaml(text) else parse_with_libyaml(text)
+    if fast is not None:
+        return fast
+    yaml = _round_trip_loader()
     try:
         with warnings.catch_warnings():  # PyYAML, which AutoModel loads with, refuses a reused anchor
             warnings.simplefilter("error", ReusedAnchorWarning)
@@ -278,13 +333,17 @@ def load_value(text: str) -> Any:
         raise _construction_error(exc, None) from None
 
 
-def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file") -> Document:
-    """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping."""
+def load_document(source: str | Path | Mapping[str, Any], *, what: str = "file", comments: bool = False) -> Document:
+    """Load a path, YAML text, or an in-memory mapping into a Document whose top level is a mapping.
+
+    `comments` keeps the text's comments in the data, for a document that is written out again (a base recipe
+    merged into); reading them takes ruamel's pure-Python parser, several times slower.
+    """
     if isinstance(source, Mapping):
         check_tree(source, where=f"<{what}>")
         return Document(data=source, filename=f"<{what}>")
     text, filename = source_text(source, what=what)
-    return parse_document(text, filename, what=what)
+    return parse_document(text, filename, what=what, comments=comments)
 
 
 def source_text(source: Any, *, what: str = "file") -> tuple[str, str]:
@@ -298,9 +357,9 @@ def source_text(source: Any, *, what: str = "file") -> tuple[str, str]:
                      hint=f"pass the {what}'s .yaml path (str or Path), its YAML text, or a dict")
 
 
-def parse_document(text: str, filename: str, *, what: str = "file") -> Document:
-    """YAML text read from `filename` as a Document whose top level is a mapping."""
-    data, duplicates = _parse(text, filename)
+def parse_document(text: str, filename: str, *, what: str = "file", comments: bool = False) -> Document:
+    """YAML text read from `filename` as a Document whose top level is a mapping (`comments`: as load_document)."""
+    data, duplicates = _parse(text, filename, comments=comments)
     if data is None:
         raise InputError(f"{what} is empty", where=filename, hint=f"write a YAML mapping describing the {what}")
     if not isinstance(data, Mapping):
@@ -313,19 +372,21 @@ def parse_document(text: str, filename: str, *, what: str = "file") -> Document:
 
 
 def to_plain(value: Any) -> Any:
-    """ruamel's commented containers and scalar subclasses -> plain dict/list/str/int/float/bool."""
-    if isinstance(value, Mapping):
-        return {to_plain(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+    """ruamel's commented containers and scalar subclasses -> plain dict/list/str/int/float/bool.
+
+    Scalars are tested first: they are most of a document, and the Mapping test is an abstract-class check."""
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
         return float(value)
-    if isinstance(value, str):
-        return str(value)
+    if isinstance(value, Mapping):
+        return {to_plain(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
     return value
 
 

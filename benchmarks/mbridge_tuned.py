@@ -80,7 +80,7 @@ def card_estimate(row: CardRow) -> str:
     """The card's layout under the same rules and cost model (the cheaper of no recompute and selective)."""
     problem = resolve_intent(load_intent(intent(row)))
     best = None
-    for recompute in (False, True):
+    for recompute in ("off", "selective"):
         layout = megatron_layout(problem.cluster.world_size, tp=row.tp, pp=row.pp, vpp=row.vpp, ep=row.ep,
                                  sequence_parallel=row.tp > 1, activation_checkpointing=recompute,
                                  global_batch_size=row.gbs, micro_batch_size=row.mbs,
@@ -92,7 +92,7 @@ def card_estimate(row: CardRow) -> str:
         if errors:
             return f"breaks {', '.join(errors)}"
         if fits and best is None:
-            best = (est, recompute)
+            best = (est, recompute == "selective")
     if best is None:
         return "predicted not to fit"
     est, recompute = best
@@ -113,7 +113,7 @@ def table_row(row: CardRow) -> str:
         return f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {str(exc).splitlines()[0]} | | | | |"
     lay, s = result.layout, result.override.settings if result.override else None
     dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
-    ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.activation_checkpointing, lay.etp)
+    ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.checkpointed, lay.etp)
     same = "yes" if (lay.tp, lay.pp, lay.ep, lay.etp) == (row.tp, row.pp, row.ep, 1) else "no"
     predicted = result.estimate.tflops_per_gpu
     published = f"{row.published:g}" if row.published else "remeasure"

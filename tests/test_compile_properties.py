@@ -43,7 +43,8 @@ def intents(draw: Any) -> dict[str, Any]:
         training["peft"] = {"rank": draw(st.sampled_from((8, 16, 64)))}
     spec = {"model": draw(st.sampled_from(MODELS)), "hardware": hardware, "training": training,
             "objective": draw(st.sampled_from(("throughput", "memory")))}
-    pins = draw(st.sampled_from(({}, {"activation_checkpointing": True}, {"tp": [1, 2]}, {"pp": 1},
+    pins = draw(st.sampled_from(({}, {"activation_checkpointing": True}, {"activation_checkpointing": "selective"},
+                                 {"activation_checkpointing": ["off", "selective"]}, {"tp": [1, 2]}, {"pp": 1},
                                  {"local_batch_size": [1, 2, 4]}, {"strategy": ["fsdp2", "megatron_fsdp"]},
                                  {"pp": [2, 4], "micro_batch_size": 1})))
     if pins:
@@ -98,11 +99,14 @@ def test_every_strategy_and_dimension_builds_in_automodel(oracle: Oracle) -> Non
     problem = resolve_intent(load_intent({"model": "Qwen/Qwen3-30B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 4},
                                           "training": {"seq_length": 4096, "global_batch_size": 256}}))
     est = plan(problem).best.estimate
-    sizes = [("ddp", 1, 1, 1, 1, 1, 1), ("megatron_fsdp", 2, 1, 2, 1, 1, 1), ("fsdp2", 1, 1, 1, 8, 4, 1),
-             ("fsdp2", 2, 2, 2, 4, 2, 2), ("fsdp2", 1, 4, 2, 8, 1, 3), ("fsdp2", 4, 1, 1, 16, 2, 1)]
-    for strategy, tp, pp, cp, ep, dpr, vpp in sizes:
+    # with every checkpointing mode the planner may emit for the strategy (selective: fsdp2 and ddp only)
+    sizes = [("ddp", 1, 1, 1, 1, 1, 1, "selective"), ("ddp", 1, 1, 1, 1, 1, 1, "full"),
+             ("megatron_fsdp", 2, 1, 2, 1, 1, 1, "off"), ("fsdp2", 1, 1, 1, 8, 4, 1, "selective"),
+             ("fsdp2", 2, 2, 2, 4, 2, 2, "full"), ("fsdp2", 1, 4, 2, 8, 1, 3, "selective"),
+             ("fsdp2", 4, 1, 1, 16, 2, 1, "off")]
+    for strategy, tp, pp, cp, ep, dpr, vpp, ac in sizes:
         layout = make_layout(problem, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep, dp_replicate=dpr, vpp=vpp,
-                             activation_checkpointing=False, local_batch_size=8, micro_batch_size=1)
+                             activation_checkpointing=ac, local_batch_size=8, micro_batch_size=1)
         _, recipe = emit_recipe(problem, layout, est)
         answer = oracle.ask(recipe["distributed"], 32, [0])
         assert answer["ok"], (layout.short(), answer.get("error"))

@@ -33,7 +33,8 @@ def test_each_setting_is_read():
         "distributed": {"defer_fsdp_grad_sync": False, "activation_checkpointing": "Selective",
                         "mp_policy": {"reduce_dtype": "bfloat16"}, "enable_async_tensor_parallel": True},
     })
-    assert options == RecipeOptions(checkpointing="selective", master_weights="fp32", logit_bytes=0.0,
+    # the checkpointing mode is the layout's, not an option: parse reads "Selective" into the Layout
+    assert options == RecipeOptions(master_weights="fp32", logit_bytes=0.0,
                                     defer_grad_sync=False, reduce_dtype="bfloat16", async_tp=True)
     bf16_loss = {"loss_fn": {"_target_": "nemo_automodel.components.loss.masked_ce.MaskedCrossEntropy",
                              "fp32_upcast": False}}

@@ -93,14 +93,23 @@ parallelism:
     pins = load_intent(write(tmp_path, text)).pins
     assert pins.strategy == ("fsdp2", "megatron_fsdp")
     assert pins.tp == (2,) and pins.pp is None and pins.ep == (4, 8)
-    assert pins.activation_checkpointing == (True,)
+    assert pins.activation_checkpointing == ("full",)  # true is AutoModel's spelling of full
     assert pins.local_batch_size == (1, 2)
     assert pins.allows("ep", 8) and not pins.allows("ep", 16) and pins.allows("cp", 16)
 
 
 def test_pins_from_mapping_treats_missing_as_auto() -> None:
     assert pins_from_mapping({}) == Pins()
-    assert pins_from_mapping({"activation_checkpointing": False}).activation_checkpointing == (False,)
+    assert pins_from_mapping({"activation_checkpointing": False}).activation_checkpointing == ("off",)
+
+
+def test_checkpointing_pins_take_modes_and_the_old_booleans() -> None:
+    """`off | selective | full`, a list of them, or the booleans older intents wrote (true is full)."""
+    assert pins_from_mapping({"activation_checkpointing": "selective"}).activation_checkpointing == ("selective",)
+    assert pins_from_mapping({"activation_checkpointing": ["off", "selective"]}).activation_checkpointing == (
+        "off", "selective")
+    assert pins_from_mapping({"activation_checkpointing": True}).activation_checkpointing == ("full",)
+    assert Pins(activation_checkpointing=(True, "full")).activation_checkpointing == ("full",)
 
 
 @pytest.mark.parametrize(("pin", "why"), [
@@ -109,7 +118,7 @@ def test_pins_from_mapping_treats_missing_as_auto() -> None:
     ("ep: [4, 4]", "repeated"),
     ("pp: two", "expected 'auto' or an integer ≥ 1"),
     ("strategy: fsdp", "did you mean 'fsdp2'"),
-    ("activation_checkpointing: maybe", "'auto' or true or false"),
+    ("activation_checkpointing: maybe", "one of 'auto', 'off', 'selective', 'full' or true (full) or false (off)"),
 ])
 def test_bad_pins_are_located_errors(tmp_path: Path, pin: str, why: str) -> None:
     exc = error_of(write(tmp_path, MINIMAL + f"parallelism:\n  {pin}\n"))

@@ -196,7 +196,7 @@ def qwen_override_sets(draw: st.DrawFn) -> OverrideSet:
     layout = megatron_layout(world, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, sequence_parallel=tp > 1,
                              global_batch_size=draw(st.sampled_from([256, 768])),
                              micro_batch_size=draw(st.sampled_from([1, 2])),
-                             activation_checkpointing=granularity is not None,
+                             activation_checkpointing=granularity or "off",
                              dispatcher=layout_dispatcher(s.dispatcher_type, s.flex_backend))
     return OverrideSet(layout, s)
 

@@ -77,7 +77,7 @@ def override_sets(draw: st.DrawFn) -> OverrideSet:
     layout = megatron_layout(world, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=draw(st.sampled_from([1, 2])),
                              sequence_parallel=draw(st.booleans()), global_batch_size=draw(st.sampled_from([64, 1024])),
                              micro_batch_size=draw(st.sampled_from([1, 2])),
-                             activation_checkpointing=s.recompute_granularity is not None, dispatcher=dispatcher)
+                             activation_checkpointing=s.recompute_granularity or "off", dispatcher=dispatcher)
     return OverrideSet(layout, s)
 
 

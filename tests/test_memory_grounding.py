@@ -18,25 +18,26 @@ from automodel_dist.cost.shape import model_shape
 from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import resolve_config
-from automodel_dist.targets.automodel.model_classes import automodel_moe
+from automodel_dist.targets.automodel.model_classes import automodel_moe, model_class
 from automodel_dist.targets.automodel.parse import layout_from_config
 from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run
 
 pytestmark = pytest.mark.model_oracle
 SFT = TrainingSpec()
-# Bytes per layer (of a kind) that AutoModel allocates beyond the model's count (negative: fewer).
-KNOWN_GAPS = {
-    # DeepSeek's e_score_correction_bias (one per routed expert): a buffer in AutoModel's Gate, no parameter.
-    "deepseek-v3": ("moe", -256 * 2),
-    "kimi-k2": ("moe", -384 * 2),
-    # Qwen3-Next's Gated DeltaNet keeps A_log and dt_bias (one per value head each) in fp32: 2 bytes more.
-    "qwen3-next-80b-a3b": ("linear", 2 * 32 * 2),
-}
+# Parameter bytes per MoE layer that AutoModel allocates beyond the model's count (negative: fewer).
+# DeepSeek's e_score_correction_bias (one per routed expert) is an fp32 buffer in AutoModel's Gate, replicated on
+# every rank, not a parameter; the model counts it as a bf16 router parameter (a few KiB per rank either way).
+KNOWN_GAPS = {"deepseek-v3": -256 * 2, "kimi-k2": -384 * 2}
 LAYOUTS = {  # name -> (world size, distributed section, ep for MoE models on AutoModel's classes)
     "fsdp8": (8, {"strategy": "fsdp2"}, 8),
     "pp2-fsdp4": (8, {"strategy": "fsdp2", "pp_size": 2, "pipeline": {}}, 4),
     "hsdp2x4-ep2": (8, {"strategy": "fsdp2", "dp_replicate_size": 2}, 2),
+    "fsdp4-tp2": (8, {"strategy": "fsdp2", "tp_size": 2}, 1),
+    "mfsdp8": (8, {"strategy": "megatron_fsdp"}, 1),
 }
+# MegatronFSDP pads each parameter group's flat buffer so every rank's shard starts aligned: at most this
+# share of the bytes (measured: under 0.1% on every dense catalog model at dp 4; FSDP2 pads one row per tensor).
+MFSDP_PADDING = 2e-3
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +46,18 @@ def worker():
         yield running
 
 
-# Qwen3-Next is not pipelined here: the shape averages attention over its linear and full layers, so a
-# stage's share is exact only for the whole model.
+
+
+def _builds(spec, section: dict) -> bool:
+    """TP only on classes with a TP plan (am-r22-tp-plan); MegatronFSDP builds no MoE model in AutoModel 0.7.0
+    (am-mfsdp-moe; test_model_oracle shows both refusals)."""
+    if section.get("tp_size", 1) > 1 and not model_class(spec.family).tp_plan:
+        return False
+    return not (spec.is_moe and section["strategy"] == "megatron_fsdp")
+
+
 CASES = [(preset, name) for preset in list_models() for name in sorted(LAYOUTS)
-         if not (preset.spec.linear_attention_layers and "pp_size" in LAYOUTS[name][1])]
+         if _builds(preset.spec, LAYOUTS[name][1])]
 
 
 @pytest.mark.parametrize(("preset", "layout_name"), CASES, ids=[f"{p.id}-{n}" for p, n in CASES])
@@ -68,10 +77,10 @@ def test_model_state_bytes_equal_automodels(worker: ModelWorker, preset, layout_
         dense = share.layers_below(shape.dense_layers)
         load = RankLoad(share.rank, dense, share.num_layers - dense, len(share.stages), share.embedding, share.head)
         states = model_states(shape, layout, SFT, load)
-        kind, per_layer = KNOWN_GAPS.get(preset.id, ("moe", 0))
-        layers = load.moe if kind == "moe" else spec.linear_attention_layers
-        gap = per_layer * layers / (layout.dp_shard * layout.cp)  # on non-expert weights: FSDP-sharded
+        gap = KNOWN_GAPS.get(preset.id, 0) * load.moe / (layout.dp_shard * layout.cp)  # FSDP-sharded like the router
         assert states.params == pytest.approx(rank.param_bytes_even - gap, rel=1e-9, abs=8), rank
         assert rank.param_bytes_even <= rank.param_bytes
-        assert states.grads == pytest.approx(rank.grad_bytes - gap, rel=1e-4)
-        assert states.optimizer == pytest.approx(rank.optimizer_bytes - 2 * gap, rel=1e-4)
+        padding = MFSDP_PADDING if layout.strategy == "megatron_fsdp" else 1e-4
+        assert states.grads == pytest.approx(rank.grad_bytes - gap, rel=padding)
+        assert states.optimizer == pytest.approx(rank.optimizer_bytes - 2 * gap, rel=padding)
+

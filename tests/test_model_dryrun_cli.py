@@ -54,3 +54,18 @@ def test_automodels_refusal_is_a_located_finding(tmp_path: Path, capsys: pytest.
     assert (finding["rule"], finding["line"], finding["col"]) == ("am-r22-tp-plan", 5, 3)
     assert "Qwen3MoeForCausalLM has no TP plan" in finding["automodel_message"]
     assert data["ranks"][0]["ok"] is False
+
+
+@pytest.mark.model_oracle  # the command asks for the oracle extra first
+def test_a_null_distributed_section_builds_nothing_as_in_automodel(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """AutoModel 0.7.0's training recipe reads cfg.distributed as a mapping: `distributed: null` raises a
+    TypeError before any mesh or model exists, so the model-level dry-run builds nothing and says why."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(MOE_TP.replace("distributed:\n  tp_size: 2\n  ep_size: 4\n", "distributed: null\n"),
+                      encoding="utf-8")
+    assert main(["dry-run", "--model", str(recipe), "--nodes", "1", "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in data["findings"] if f["severity"] == "error"]
+    assert (finding["rule"], finding["line"], finding["col"]) == ("am-distributed-missing", 4, 1)
+    assert finding["automodel_message"] == "TypeError: 'NoneType' object is not iterable" and data["ranks"] == []

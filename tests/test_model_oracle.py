@@ -27,7 +27,7 @@ from automodel_dist.compiler import compile_intent
 from automodel_dist.findings import ERROR
 from automodel_dist.targets.automodel.model_classes import MODEL_CLASSES
 from automodel_dist.validate import validate_recipe
-from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run, stage_layers
+from automodel_dist.verify.model_dryrun import ModelWorker, build_model_dry_run, render_model_report, stage_layers
 
 pytestmark = pytest.mark.model_oracle
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def worker():
 
 def test_every_stand_in_still_has_its_target() -> None:
     code = ("import json\nfrom automodel_dist.verify.standins import STAND_INS, resolve\n"
-            "print(json.dumps([callable(resolve(s)[2]) for s in STAND_INS]))")
+            "print(json.dumps([callable(t) or isinstance(t, property) for t in (resolve(s)[2] for s in STAND_INS)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     found = json.loads(out.stdout.strip().splitlines()[-1])
     from automodel_dist.verify.standins import STAND_INS
@@ -184,8 +184,57 @@ def test_strategies_build_under_automodel(worker: ModelWorker, name: str) -> Non
         assert rank.param_bytes == rank.param_bytes_even
 
 
-def test_megatron_fsdp_is_not_built_and_says_so(worker: ModelWorker) -> None:
-    recipe = {"model": {"pretrained_model_name_or_path": "llama-3.2-1b"}, "distributed": {"strategy": "megatron_fsdp"},
-              "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
+def _mfsdp_recipe(model: str, **distributed) -> dict:
+    return {"model": {"pretrained_model_name_or_path": model},
+            "distributed": {"strategy": "megatron_fsdp", **distributed},
+            "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
+
+
+def test_megatron_fsdp_builds_with_its_flat_buffers(worker: ModelWorker) -> None:
+    """MegatronFSDP (its wrapping under FakeTensorMode): tp2 dp4, the bytes its flat-buffer shards hold."""
+    recipe = _mfsdp_recipe("llama-3.1-8b", tp_size=2)
+    _check_built(recipe, 8, 8, worker, "megatron_fsdp tp2")
+    [rank] = build_model_dry_run(recipe, world_size=8, worker=worker).ranks
+    assert rank.model_class == "LlamaForCausalLM" and rank.plans["tp_sharded"] > 0
+    # bf16 weights over dp·tp = 8 (8.03e9 parameters), padded by at most 0.1%
+    assert 8.03e9 * 2 / 8 < rank.param_bytes_even <= rank.param_bytes < rank.param_bytes_even * 1.001
+    assert rank.grad_bytes == rank.param_bytes and rank.optimizer_bytes == 2 * rank.param_bytes
+    # fp32 main weights beside the bf16 ones, fp32 gradients, AdamW on the fp32 main weights
+    fp32 = _mfsdp_recipe("llama-3.1-8b", tp_size=2, preserve_fp32_weights=True, grad_reduce_in_fp32=True)
+    [main] = build_model_dry_run(fp32, world_size=8, worker=worker).ranks
+    assert main.param_bytes == 3 * rank.param_bytes and main.grad_bytes == 2 * rank.grad_bytes
+    assert main.optimizer_bytes == 2 * rank.optimizer_bytes
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_megatron_fsdp_refuses_moe_models_as_validate_says(worker: ModelWorker, model: str) -> None:
+    """AutoModel's own class (no _no_split_modules) and Hugging Face's (no expert data-parallel group) both fail."""
+    recipe = _mfsdp_recipe(model)
     built = build_model_dry_run(recipe, world_size=8, worker=worker)
-    assert built.ok and not built.ranks and [f.rule for f in built.notes] == ["skipped"]
+    [rank] = built.ranks
+    assert not built.ok and not rank.ok
+    [finding] = [f for f in validate_recipe(recipe, world_size=8).errors]
+    assert finding.rule == "am-mfsdp-moe" and finding.automodel_message in rank.error
+
+
+@pytest.mark.parametrize(("strategy", "mode"), [("fsdp2", "selective"), ("fsdp2", "full"), ("fsdp2", "off"),
+                                              ("ddp", "selective")])
+def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, strategy: str, mode: str) -> None:
+    """AutoModel's own build of a compiled recipe checkpoints as its activation_checkpointing says: every decoder
+    block under the selective (op-level) policy, checkpoint wrappers without it for full, none when off."""
+    spec = {"model": "meta-llama/Llama-3.2-1B", "hardware": {"gpu": "h100-80gb", "nodes": 1, "gpus_per_node": 2},
+            "training": {"seq_length": 4096, "global_batch_size": 8},
+            "parallelism": {"strategy": strategy, "activation_checkpointing": mode}}
+    result = compile_intent(spec)
+    assert result.layout.activation_checkpointing == mode
+    report = build_model_dry_run(result.yaml, world_size=2, gpus_per_node=2, worker=worker)
+    built = report.ranks[0]
+    assert built.ok, built.error
+    layers = len(built.layers)
+    counts = built.checkpointing
+    expected = {"selective": counts["wrapped"] == counts["selective"] == layers,
+                "full": counts["wrapped"] >= layers and counts["selective"] == 0,
+                "off": counts == {"wrapped": 0, "selective": 0}}
+    assert expected[mode], (mode, counts, layers)
+    if mode == "selective":
+        assert f"{layers} selective" in render_model_report(report)

@@ -66,7 +66,7 @@ def test_pins_are_respected_by_the_winner_and_every_alternative() -> None:
     result = plan(problem_of(intent(nodes=4, parallelism=pins)))
     for c in [result.best, *result.alternatives]:
         lay = c.layout
-        assert (lay.strategy, lay.pp, lay.activation_checkpointing) == ("fsdp2", 1, True)
+        assert (lay.strategy, lay.pp, lay.activation_checkpointing) == ("fsdp2", 1, "full")
         assert lay.tp in (1, 2) and lay.ep in (4, 8) and lay.local_batch_size in (1, 2)
     assert result.alternatives, "several pinned choices should leave runners-up"
 
@@ -115,7 +115,7 @@ def test_ties_go_to_the_simplest_layout() -> None:
     best = plan(problem, estimate=lambda _p, _l: fake_estimate()).best.layout
     assert (best.strategy, best.tp, best.pp, best.cp, best.ep, best.dp_replicate, best.vpp) == (
         "fsdp2", 1, 1, 1, 1, 1, 1)
-    assert not best.activation_checkpointing and best.local_batch_size == 1
+    assert best.activation_checkpointing == "off" and best.local_batch_size == 1
 
 
 def test_throughputs_within_one_percent_tie_and_groups_inside_a_node_win() -> None:
@@ -207,14 +207,14 @@ def test_every_remedy_is_computed_by_replanning() -> None:
 
     def memory_model(p: Problem, lay: Layout) -> Estimate:
         mem = (120.0 * p.training.seq_length / 16384 * 8 / lay.world_size
-               * (0.5 if lay.activation_checkpointing else 1.0) * lay.local_batch_size / 2)
+               * (0.5 if lay.checkpointed else 1.0) * lay.local_batch_size / 2)
         return fake_estimate(memory=mem, hbm=p.cluster.gpu.hbm_gib)
 
     with pytest.raises(InfeasibleError) as err:
         plan(problem_of(spec), estimate=memory_model)
     text = "\n".join(err.value.suggestions)
     assert "more GPUs: 2 node(s) × 8 (16 GPUs)" in text
-    assert "activation checkpointing (parallelism.activation_checkpointing: true)" in text
+    assert "another checkpointing mode (parallelism.activation_checkpointing: full)" in text
     assert "local_batch_size 1" in text
     assert "seq_length 9216 is the longest that fits" in text  # 120·s/16384 <= 0.9·79.65 -> s <= 9789
     assert "a larger GPU: h200-141gb" in text                  # the smallest HBM with 0.9·HBM >= 120 GiB
@@ -439,6 +439,50 @@ def test_step_time_floor_bounds_the_step_under_every_option(model: str) -> None:
                 c.layout.short()
 
 
+@pytest.mark.parametrize(("model", "task", "parallelism"), [
+    ("Qwen/Qwen3-30B-A3B", "pretrain", None), ("deepseek-ai/DeepSeek-V3", "pretrain", None),
+    ("meta-llama/Llama-3.1-70B", "peft", None), ("Qwen/Qwen3-8B", "sft", {"strategy": "ddp"}),
+    ("Qwen/Qwen3-8B", "sft", {"strategy": "megatron_fsdp"}), ("meta-llama/Llama-3.1-70B", "sft", {"pp": 4})])
+def test_no_layout_peaks_below_the_memory_floor(model: str, task: str, parallelism: dict | None) -> None:
+    """The premise of skipping a hopeless remedy: every layout's peak, under every setting the compiler may
+    write, is at least `peak_floor_gib` (runtime plus the rank's share of the bf16 weights)."""
+    from automodel_dist.cost.memory import peak_floor_gib
+    from automodel_dist.cost.model import option_choices
+
+    problem = problem_of(intent(model=model, nodes=4, task=task, parallelism=parallelism))
+    floor = peak_floor_gib(model_shape(problem.model, problem.training), problem.cluster.world_size)
+    layouts = [c.layout for c in search(problem).candidates]
+    assert layouts
+    for lay in layouts[::3]:
+        for options in option_choices(problem, lay):
+            assert estimate_layout(problem, lay, options=options).memory_gib >= floor, lay.short()
+
+
+@pytest.mark.parametrize("spec", [
+    intent(model="meta-llama/Llama-3.1-70B", nodes=1, gpus_per_node=1, global_batch_size=8),
+    {**intent(model="meta-llama/Llama-3.2-1B", nodes=1, gpus_per_node=2, global_batch_size=8),
+     "memory_headroom": 0.99}], ids=["70b-on-1", "headroom-99"])
+def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]) -> None:
+    """The remedy search skips the variations the memory floor rules out and suggests exactly what searching
+    every variation suggests."""
+    from automodel_dist import infeasible
+    from automodel_dist.cost.model import cannot_fit, estimate_unless
+    from automodel_dist.planner import _default_checker
+
+    problem = problem_of(spec)
+    skipped: list[Problem] = []
+
+    def hopeless(varied: Problem) -> bool:
+        if cannot_fit(varied):
+            skipped.append(varied)
+            return True
+        return False
+
+    args = (problem, _default_checker(), estimate_layout, estimate_unless)
+    assert infeasible.suggestions(*args, hopeless=hopeless) == infeasible.suggestions(*args)
+    assert cannot_fit(problem) and skipped
+
+
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"])
 def test_checkpointing_never_needs_more_memory_at_the_same_split(model: str) -> None:
     """The premise of skipping a split without checkpointing where the same split with it did not fit."""
@@ -559,8 +603,8 @@ def test_a_dispatcher_pin_is_searched_and_written() -> None:
 
 
 def test_the_search_skips_only_warnings() -> None:
-    """The planner's checker leaves out the topology checks; they only ever warn, so every layout keeps the
-    same errors as under the full rule set."""
+    """The planner's checker leaves out the checks that only ever warn, so every layout keeps the same errors
+    as under the full rule set."""
     from automodel_dist.findings import ERROR
     from automodel_dist.rules import check_layout
 
@@ -568,10 +612,10 @@ def test_the_search_skips_only_warnings() -> None:
     kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
     found = search(problem)
     layouts = [c.layout for c in found.candidates] + [lay for lay, _ in found.dropped]
-    assert any(check_layout(lay, **kwargs) != check_layout(lay, **kwargs, topology_warnings=False)
+    assert any(check_layout(lay, **kwargs) != check_layout(lay, **kwargs, warnings=False)
                for lay in layouts)  # some layouts do warn
     for lay in layouts[::3]:
         full = check_layout(lay, **kwargs)
-        lean = check_layout(lay, **kwargs, topology_warnings=False)
+        lean = check_layout(lay, **kwargs, warnings=False)
         assert [f for f in full if f.severity == ERROR] == [f for f in lean if f.severity == ERROR]
         assert all(f.severity != ERROR for f in full if f not in lean)

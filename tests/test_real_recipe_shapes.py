@@ -104,7 +104,7 @@ def test_a_repeated_key_is_a_warning_at_the_ignored_one() -> None:
     assert report.ok
     warning = next(f for f in report.warnings if "written again" in f.message)
     assert (warning.line, warning.col) == (19, 3)
-    assert build_meshes(DUPLICATE_KEY, world_size=8).layout.activation_checkpointing is True
+    assert build_meshes(DUPLICATE_KEY, world_size=8).layout.activation_checkpointing == "full"
 
 
 def test_a_reused_anchor_is_refused_as_pyyaml_refuses_it() -> None:

@@ -38,7 +38,7 @@ def test_locate_falls_back_to_deepest_existing_parent() -> None:
 
 
 def test_round_trip_keeps_comments_and_order() -> None:
-    doc = load_document(RECIPE)
+    doc = load_document(RECIPE, comments=True)
     doc.data["distributed"]["tp_size"] = 4
     out = dump_yaml(doc.data)
     assert out.startswith("# a comment kept on round trip\ndistributed:")

@@ -139,11 +139,17 @@ def _spec_for(name: str, where: str) -> ModelSpec | None:
     return spec
 
 
-def _unknown_model(name: str, where: str) -> InputError:
+@lru_cache(maxsize=1024)
+def _model_suggestion(name: str) -> str:
+    """The catalog's closest ids to an unknown model name (validating a folder meets the same names often)."""
     catalog = _catalog()
     names = {p.id for p in catalog.presets.values()} | {a.id for p in catalog.presets.values() for a in p.aliases}
+    return did_you_mean(name, names, n=3)
+
+
+def _unknown_model(name: str, where: str) -> InputError:
     return InputError(
-        f"unknown model {name!r}{did_you_mean(name, names, n=3)}",
+        f"unknown model {name!r}{_model_suggestion(name)}",
         where=where,
         hint="use a preset id or Hugging Face id from `automodel-dist presets models`, or pass the path "
         "of the model's config.json (or its folder) to read the architecture offline",

@@ -41,8 +41,12 @@ FP32 = 4
 # Bytes per logit element alive at the loss: bf16 logits, the fp32 log-softmax kept for backward, and
 # in backward its fp32 gradient and the bf16 cast (fit: torchtitan Llama 3.1 8B rows, peers.md §6 rows 1-3).
 LOGIT_BYTES = 8.0
-# torchtitan's op-level selective checkpointing keeps about this share of the no-checkpointing
-# activations (every other matmul output plus attention outputs; fit: peers.md §6 rows 1-2).
+# Op-level selective checkpointing keeps about this share of the no-checkpointing activations: the outputs
+# of attention, of every other matmul (and grouped expert GEMM), of top-k and of all-to-all/reduce-scatter
+# collectives, recomputing the rest (norms, activations, rotary, residual adds). AutoModel 0.7.0's
+# `activation_checkpointing: selective` is this very policy, ported from torchtitan (`components/distributed/
+# activation_checkpointing.py`: the same save set and matmul alternation, whole decoder blocks wrapped, on the
+# dense and the MoE path), so torchtitan's measured rows fit it (peers.md §6 rows 1-2).
 SELECTIVE_AC_KEEP = 0.55
 # Layers' worth of full activations alive while one checkpointed layer is recomputed and back-propagated
 # (the recomputed activations and their gradients; fit: peers.md §6 rows 3-4).
@@ -71,7 +75,8 @@ NOT_MODELED = (
     "optimizers keeping fp32 states for bf16 weights (TE FusedAdam: 12 B per parameter instead of 8)",
     "MTP heads and vision towers",
     "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
-    "selective checkpointing granularities other than torchtitan's op-level policy",
+    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective), "
+    "and AutoModel's fallback to per-module checkpointing for KV-shared models",
 )
 
 _CHECKPOINTING = ("none", "full", "selective")
@@ -165,8 +170,9 @@ def micro_batches_per_step(layout: Layout) -> int:
 class RecipeOptions:
     """Recipe settings the Layout does not carry, with AutoModel's defaults (memory and time use them).
 
-    `checkpointing`: None follows the layout (AutoModel's per-layer full recompute, when it applies); "none",
-    "full" or "selective" (torchtitan's op-level policy) override it. `master_weights`: "bf16" (AutoModel
+    `checkpointing`: None follows the layout's mode (as AutoModel applies it); "none", "full" or "selective"
+    (torchtitan's op-level policy, which AutoModel's selective is) override it for runs described elsewhere.
+    `master_weights`: "bf16" (AutoModel
     loads bf16 weights) or "fp32" (fp32 master weights, fp32 gradients and Adam states). `logit_bytes`:
     bytes per logit alive at the loss (None: LOGIT_BYTES, the fp32-upcast cross entropy; 4 for a bf16
     one; 0 for a fused linear cross entropy that never materializes them). `defer_grad_sync`: FSDP2 keeps
@@ -205,14 +211,20 @@ AUTOMODEL_DEFAULTS = RecipeOptions()
 def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAULTS) -> str:
     """The checkpointing in effect ("none", "full" or "selective").
 
-    The options' override, else the layout's switch as AutoModel applies it: MegatronFSDP skips it on more
+    The options' override, else the layout's mode as AutoModel applies it: MegatronFSDP skips it on more
     than one GPU ("Activation checkpointing is not yet supported with MegatronFSDP. Skipping.",
     automodel.md §3.3).
     """
     if options.checkpointing:
         return options.checkpointing
     skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
-    return "full" if layout.activation_checkpointing and not skipped else "none"
+    return "none" if skipped or not layout.checkpointed else layout.activation_checkpointing
+
+
+def kept_activation_share(mode: str) -> float:
+    """Share of a layer's no-checkpointing activations kept until backward without "full" checkpointing
+    (which keeps only each layer's input: `_rank_parts`): all of them, or selective's saved op outputs."""
+    return SELECTIVE_AC_KEEP if mode == "selective" else 1.0
 
 
 class ModelStates(NamedTuple):
@@ -237,21 +249,26 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     fsdp = 1 if ddp else (layout.dp_shard or 1) * (layout.cp or 1)
     expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
     weight_bytes = FP32 if options.master_weights == "fp32" else BF16
-    experts_per_rank = shape.num_experts / ep / max(layout.etp, 1) if ep > 1 else shape.num_experts / tp
     head = (shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)) + shape.final_norm_params
-    # weights this rank holds before FSDP sharding (TP-split), then its shards
+    # weights this rank holds before FSDP sharding (TP-split but for norms and routers), then its shards
     outer = (shape.embedding_params if load.embedding else 0) + (head if load.head else 0)
-    dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer) / tp
-    experts_w = load.moe * experts_per_rank * shape.expert_params
+    whole = load.dense * shape.dense_layer_tp_whole + load.moe * shape.moe_layer_tp_whole + (
+        shape.final_norm_params if load.head else 0)
+    dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer - whole) / tp + whole
+    # routed experts are split by EP (and Megatron's expert TP) only: AutoModel's TP plans leave them whole
+    # (its own MoE classes take no TP; Mixtral's Hugging Face class falls back to a plan without them)
+    experts_w = load.moe * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
     sharded_w = dense_w / fsdp + experts_w / expert_shard
+    # bytes beyond `weight_bytes` of the weights kept in fp32 (their gradients and AdamW states are fp32 too)
+    fp32_extra = (load.dense + load.moe) * shape.fp32_layer_params / fsdp * (FP32 - weight_bytes)
     if training.is_peft:
         trained = (load.dense * shape.dense_layer_adapter + load.moe * shape.moe_layer_adapter) / tp / fsdp
-        return ModelStates(sharded_w * BF16 + trained * FP32, trained * FP32, trained * 2 * FP32, dense_w,
-                           experts_w, trained * fsdp)
+        return ModelStates(sharded_w * BF16 + fp32_extra + trained * FP32, trained * FP32, trained * 2 * FP32,
+                           dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes, sharded_w * weight_bytes, sharded_w * 2 * weight_bytes, dense_w,
-                       experts_w, trained_unsharded)
+    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
+                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(
@@ -337,10 +354,10 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
                 grads += trained_unsharded * reduce_bytes  # unsharded gradients accumulated over micro batches
         else:
             layer_w = max(
-                shape.dense_layer_params if dense_n else 0,
-                shape.moe_layer_params + (0 if ep > 1 else shape.num_experts * shape.expert_params)
+                shape.dense_layer_params / tp if dense_n else 0,
+                shape.moe_layer_params / tp + (0 if ep > 1 else shape.num_experts * shape.expert_params)
                 if moe_n else 0,
-            ) / tp
+            )
             # the layer in use and the prefetched one, the head for the loss, experts kept gathered
             gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
             if ep > 1:
@@ -357,10 +374,21 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            keep = SELECTIVE_AC_KEEP if mode == "selective" else 1.0
-            act_elems = keep * chunks_in_flight(layout, rank) / n_stages * (dense_n * dense_act + moe_n * moe_act)
+            act_elems = kept_activation_share(mode) * chunks_in_flight(layout, rank) / n_stages * (
+                dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
         fragmentation = FRAGMENTATION * (activations + logits + gather)
         by_rank.append((params, grads, optim, gather, activations, logits, fragmentation, runtime))
     return by_rank
+
+
+def peak_floor_gib(shape: ModelShape, world_size: int) -> float:
+    """No layout of `world_size` GPUs peaks below this (GiB): every rank holds the runtime, every other part is
+    non-negative, and the most loaded rank holds at least its share of the model's bf16 weights (the weights
+    split over tp·pp and FSDP-sharded over at most dp·cp; experts over ep and ep_shard, at most the same ranks).
+    The remedy search skips a variation whose limit is below it (tests/test_planner.py checks the premise)."""
+    weights = (shape.dense_layers * shape.dense_layer_params + shape.moe_layers * (
+        shape.moe_layer_params + shape.num_experts * shape.expert_params) + shape.embedding_params
+               + shape.lm_head_params + shape.final_norm_params)
+    return RUNTIME_GIB + weights * BF16 / max(world_size, 1) / GIB

@@ -67,6 +67,12 @@ def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:
     return _planned(problem, layout)[0]
 
 
+def cannot_fit(problem: Problem) -> bool:
+    """Whether no layout at all can fit `problem`: its memory limit is below `memory.peak_floor_gib`."""
+    shape = model_shape(problem.model, problem.training)
+    return memory.peak_floor_gib(shape, problem.cluster.world_size) > memory_limit_gib(problem)
+
+
 # (a ceiling on tokens/s/GPU, the peak GiB the memory objective ranks by) -> the layout cannot place
 CannotPlace = Callable[[float, float], bool]
 

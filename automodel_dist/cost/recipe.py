@@ -35,16 +35,14 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
 
     defer = distributed.get("defer_fsdp_grad_sync", AUTOMODEL_DEFAULTS.defer_grad_sync)
     reduce = _dtype(_section(distributed.get("mp_policy")).get("reduce_dtype"))
-    checkpointing = distributed.get("activation_checkpointing")
     target = loss.get("_target_")
     logit_bytes: float | None = None
     if isinstance(target, str) and target.endswith("FusedLinearCrossEntropy"):
         logit_bytes = 0.0
     elif isinstance(target, str) and target.endswith("MaskedCrossEntropy") and loss.get("fp32_upcast") is False:
         logit_bytes = 4.0  # bf16 logits and a bf16 log-softmax
+    # activation checkpointing, selective too, is the layout's (parse reads it into Layout.activation_checkpointing)
     return RecipeOptions(
-        checkpointing="selective" if isinstance(checkpointing, str) and checkpointing.lower() == "selective"
-        else None,
         master_weights="fp32" if _dtype(model.get("torch_dtype")) in _THIRTY_TWO_BIT else "bf16",
         logit_bytes=logit_bytes,
         defer_grad_sync=defer if isinstance(defer, bool) else AUTOMODEL_DEFAULTS.defer_grad_sync,

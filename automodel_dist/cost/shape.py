@@ -60,6 +60,13 @@ class ModelShape:
     # LoRA trains only adapters: no weight gradient for the frozen base, about 4/6 of the FLOPs
     flops_scale: float
     kv_dim: int  # key+value width per token of one layer (CP ring exchange)
+    # parameters of one layer that AutoModel's tensor-parallel plans leave whole on every TP rank: the
+    # norms (and Qwen3's per-head q/k norms), and in an MoE layer the router
+    dense_layer_tp_whole: int = 0
+    moe_layer_tp_whole: int = 0
+    # parameters per layer (averaged over the layers) that AutoModel keeps in fp32: Qwen3-Next's Gated
+    # DeltaNet decay terms A_log and dt_bias, one per value head each
+    fp32_layer_params: float = 0.0
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -117,6 +124,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     moe_layers = spec.moe_layers
     dense_layers = spec.dense_layers
     attn_params = pc.attention_per_layer + pc.norms_per_layer
+    qk_norm = 2 * spec.head_dim if spec.qk_norm and not spec.uses_mla else 0
     dense_layer_params = attn_params + pc.dense_mlp_per_layer
     moe_layer_params = attn_params + pc.router_per_moe_layer + pc.shared_per_moe_layer
 
@@ -196,4 +204,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         lm_head_flops=6.0 * lm_head_weights,
         flops_scale=4.0 / 6.0 if training.is_peft else 1.0,
         kv_dim=kv,
+        dense_layer_tp_whole=pc.norms_per_layer + qk_norm,
+        moe_layer_tp_whole=pc.norms_per_layer + qk_norm + pc.router_per_moe_layer,
+        fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
     )

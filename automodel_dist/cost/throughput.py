@@ -1,8 +1,9 @@
 """Step time of one layout, as a breakdown in seconds (pure functions, no torch).
 
 Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
-query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus one
-extra forward when activation checkpointing recomputes it, over the GPU's peak times an achievable
+query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus the
+forward activation checkpointing replays (all of it under full checkpointing; under selective, half the
+GEMMs and the elementwise ops, no attention: `replayed_forward`), over the GPU's peak times an achievable
 efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce-scatter only beyond
 the compute it overlaps with (a sync deferred to the last micro batch only behind that micro batch's
 backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine on the critical path
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.cost.memory import (
@@ -82,9 +84,6 @@ TORCH_DISPATCH_EFFICIENCY = 0.25
 # Share of the FSDP traffic that stays exposed even when compute could hide it (first all-gather,
 # last reduce-scatter of each step).
 FSDP_EXPOSED = 0.05
-# Share of the forward that selective (op-level) checkpointing replays: every other matmul and the
-# cheap elementwise ops (a prior; only torchtitan's rows use it).
-SELECTIVE_RECOMPUTE = 0.5
 # Zero-bubble schedules split the weight-gradient pass to fill most of the bubble (not replayed).
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
@@ -271,8 +270,17 @@ def _replay_inputs(shape: ModelShape, layout: Layout, mode: str) -> tuple | None
     schedule = layout.pp_schedule or ("interleaved1f1b" if vpp > 1 else "1f1b")
     if (layout.pp or 1) <= 1 or schedule not in SIMULATED_SCHEDULES or (schedule == "interleaved1f1b") != (vpp > 1):
         return None  # no pipeline, a schedule not replayed, or a stage count torch refuses (the rules say so)
-    replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
-    return layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp), 2.0 + replayed
+    return (layout.pp, vpp, max(n_micro, 1), schedule, _stage_forward(shape, layout.pp * vpp),
+            2.0 + _replayed_share(shape, replayed_forward(mode, layout)))
+
+
+def _replayed_share(shape: ModelShape, replayed: Replay) -> float:
+    """The share of a layer's forward FLOPs that checkpointing replays (attention and GEMMs by their work)."""
+    attention = shape.attention_flops / max(shape.num_layers, 1)
+    linear = (shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * (
+        shape.moe_layer_flops + shape.moe_expert_flops)) / max(shape.num_layers, 1)
+    total = attention + linear
+    return (replayed.attention * attention + replayed.gemm * linear) / total if total > 0 else replayed.gemm
 
 
 def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
@@ -351,23 +359,63 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
         # grouped GEMMs: each local expert sees the tokens its EP x ETP group dispatches to it: every rank of
         # the group dispatches its own micro-batch share (a TP rank's 1/tp of it under sequence parallelism)
         expert_tokens = dispatched_tokens(layout, mb_tokens) * shape.top_k * ep * etp / shape.num_experts
-        expert_width = shape.expert_width / (etp if ep > 1 else tp)
+        # routed experts are split by EP (and Megatron's expert TP) only; AutoModel's TP leaves them whole and
+        # every TP rank runs them on the TP group's tokens (cost/memory.model_states)
+        expert_width = shape.expert_width / etp
         expert_rate = peak * physics.grouped_gemm_efficiency * gemm_efficiency(physics, expert_tokens, expert_width)
-        expert_time = experts / expert_rate
+        expert_time = experts / expert_rate * (tp if options.framework == "automodel" else 1)
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
     attention_rate = peak * profile.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
-    compute = (attention_time + tokens_per_gpu * (linear_time + expert_time) + streamed) * stage_imbalance(
-        shape, layout)
-    # full checkpointing replays the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
-    mode = checkpointing_mode(layout, options)
-    replayed = 1.0 if mode == "full" else (SELECTIVE_RECOMPUTE if mode == "selective" else 0.0)
-    recompute = compute * (1.0 / 3.0) / scale * replayed
+    imbalance = stage_imbalance(shape, layout)
+    gemm_time = tokens_per_gpu * (linear_time + expert_time)
+    compute = (attention_time + gemm_time + streamed) * imbalance
+    # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
+    replayed = replayed_forward(checkpointing_mode(layout, options), layout)
+    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time
+                 + replayed.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
+
+
+class Replay(NamedTuple):
+    """Share of each forward part that backward replays: attention kernels, GEMMs (dense and grouped
+    expert), memory-bound elementwise ops, and the forward collectives of TP, EP and CP."""
+
+    attention: float
+    gemm: float
+    elementwise: float
+    tp: float
+    ep: float
+    cp: float
+
+
+# Full checkpointing replays each layer's whole forward, collectives included.
+_FULL_REPLAY = Replay(1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+_NO_REPLAY = Replay(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# AutoModel's selective policy (`components/distributed/activation_checkpointing.py`, torchtitan's): attention
+# outputs (SDPA/flash/TE, CP's ring attention inside them) are saved, so no attention and no CP exchange is
+# replayed; mm/linear/grouped-mm alternate save and recompute, so half the GEMMs are; every elementwise op is.
+# Of the collectives only all-to-all and reduce-scatter outputs are saved: a TP block's all-gather (with SP)
+# or all-reduce (without) is replayed, its reduce-scatter is not (half of SP's collectives, all of plain
+# TP's); the flex dispatchers' dispatch/combine (DeepEP, HybridEP ops) are saved, torch's all-gather
+# dispatch is replayed and its reduce-scatter combine is not.
+_SELECTIVE_GEMM_REPLAYED = 0.5
+
+
+def replayed_forward(mode: str, layout: Layout) -> Replay:
+    """What backward replays of the forward under checkpointing `mode` ("none", "full", "selective"); the
+    collectives' shares depend on the layout's sequence parallelism and dispatcher."""
+    if mode == "full":
+        return _FULL_REPLAY
+    if mode != "selective":
+        return _NO_REPLAY
+    return Replay(attention=0.0, gemm=_SELECTIVE_GEMM_REPLAYED, elementwise=1.0,
+                  tp=0.5 if layout.sequence_parallel else 1.0,
+                  ep=0.0 if layout.dispatcher in FLEX_DISPATCHERS else 0.5, cp=0.0)
 
 
 def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
@@ -408,19 +456,17 @@ def time_breakdown(
     mb_tokens = micro_batch_tokens(layout, seq)
     compute, recompute, attention_time = compute_seconds(shape, layout, training, gpu, options=options,
                                                          params=params)
-    checkpointed = checkpointing_mode(layout, options) == "full"
+    replayed = replayed_forward(checkpointing_mode(layout, options), layout)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
 
     # --- per-micro-batch collectives on the critical path ---
     ga = layout.grad_accumulation or 1
     micro_batches = micro_batches_per_step(layout)
     layers_here = shape.num_layers / pp
-    forward_passes = 2 if checkpointed else 1  # forwards per micro batch
-
     tp_comm = 0.0
     if tp > 1:
         volume = mb_tokens * shape.hidden * 2 * 2 * (tp - 1) / tp  # ring all-reduce bytes per GPU
-        collectives = 2 * (forward_passes + 1) * layers_here  # two per block, forward(s) and backward
+        collectives = 2 * (2 + replayed.tp) * layers_here  # two per block, forward, replay and backward
         tp_comm = micro_batches * collectives * volume / _bandwidth(gpu, tp, tp, nvlink_domain, aggregate=False)
         if options.async_tp:
             tp_comm *= profile.tp_exposed
@@ -434,7 +480,7 @@ def time_breakdown(
         if etp > 1:  # the ETP group all-gathers the dispatched copies and reduce-scatters the expert outputs
             copies = dispatched * shape.top_k * shape.hidden * 2 * (etp - 1)
             per_pass += copies / _bandwidth(gpu, etp, etp, nvlink_domain, aggregate=False)
-        ep_comm = micro_batches * 2 * (forward_passes + 1) * shape.moe_layers / pp * per_pass
+        ep_comm = micro_batches * 2 * (2 + replayed.ep) * shape.moe_layers / pp * per_pass
         # With EP overlap on (Megatron's prerequisites, e.g. VPP under PP, are the target's rules: `choose.decide`
         # sets the option) one micro batch's dispatch/combine runs during another's compute: it hides behind up to
         # the profile's share of the compute, and what exceeds that stays exposed.
@@ -444,7 +490,7 @@ def time_breakdown(
     cp_comm = 0.0
     if cp > 1:
         volume = (cp - 1) * mb_tokens * shape.kv_dim * 2
-        exchanges = (forward_passes + 2) * layers_here  # backward sends K/V and their gradients
+        exchanges = (3 + replayed.cp) * layers_here  # backward sends K/V and their gradients
         ring = micro_batches * exchanges * volume / _bandwidth(gpu, cp, cp * tp, nvlink_domain, aggregate=False)
         latency = micro_batches * exchanges * (cp - 1) * CP_STEP_LATENCY_S
         correction = attention_time * (cp - 1) / cp * CP_CORRECTION_TOKENS / block
@@ -480,7 +526,7 @@ def time_breakdown(
         dense_w = (
             shape.dense_layers * shape.dense_layer_params + shape.moe_layers * shape.moe_layer_params
         ) / pp / tp + (shape.embedding_params + head) / min(pp, 2) / tp
-        expert_w = shape.moe_layers / pp * shape.num_experts / (ep if ep > 1 else tp) * shape.expert_params
+        expert_w = shape.moe_layers / pp * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
         # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers

@@ -69,9 +69,10 @@ def ranking_view(explain: dict[str, Any], why: str) -> str:
                f'(objective: {esc(explain["objective"])}).')
     return (f'<p>{summary} <strong>Why the winner won:</strong> {esc(why)}.</p>'
             '<p class="caption">Layout labels: strategy, then the tp, pp (v: virtual stages per pp rank), cp and ep '
-            "sizes, dpr HSDP replicas, dp the data-parallel size, ac/noac activation checkpointing, lbs the local "
-            "batch, mbs the pipeline micro batch, sp sequence parallelism. Memory bars are the share of the GPU's "
-            "HBM; throughput bars are relative to the fastest layout shown. Binding wall: what limits the layout "
+            "sizes, dpr HSDP replicas, dp the data-parallel size, ac/sac/noac activation checkpointing (full, "
+            "selective, off), lbs the local batch, mbs the pipeline micro batch, sp sequence parallelism. Memory "
+            "bars are the share of the GPU's HBM; throughput bars are relative to the fastest layout shown. "
+            "Binding wall: what limits the layout "
             '(memory, communication or compute).</p>'
             f'<div class="scroll"><table class="ranking"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
             "</table></div>"

@@ -42,7 +42,7 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str, *,
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; expected one of {LAUNCHERS}")
     problem, layout = result.problem, result.layout
-    recipe = load_document(result.yaml, what="recipe").data  # the emitted text, with its comments
+    recipe = load_document(result.yaml, what="recipe", comments=True).data  # the emitted text, with its comments
     settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
     recipe_path = Path(recipe_path).resolve()
     sbatch_text = None

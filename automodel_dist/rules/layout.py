@@ -22,7 +22,13 @@ from automodel_dist.pipeline_stages import stage_split, virtual_stage_options
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import divisors, listing
-from automodel_dist.targets.automodel.model_classes import MODEL_CLASSES, ep_moe_message, model_class, tp_plan_message
+from automodel_dist.targets.automodel.model_classes import (
+    MODEL_CLASSES,
+    ep_moe_message,
+    mfsdp_moe_message,
+    model_class,
+    tp_plan_message,
+)
 
 # Model families AutoModel runs with its own implementation (BackendConfig, TE attention by default),
 # which is what packed sequences with context parallelism need (AutoModel `supports_cp_with_sequence_packing`:
@@ -39,16 +45,17 @@ UNSUPPORTED_FEATURES = {
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
-                 training: TrainingSpec | None = None, topology_warnings: bool = True) -> list[Finding]:
+                 training: TrainingSpec | None = None, warnings: bool = True) -> list[Finding]:
     """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast.
 
-    `topology_warnings=False` skips the checks that can only warn (where TP and EP groups land): the
-    planner, which keeps only errors, would otherwise build and discard thousands of them per compile.
+    `warnings=False` skips the checks that can only warn (where TP and EP groups land, the dispatcher's
+    package, idle stages, CP padding): the planner, which keeps only errors, would otherwise build and
+    discard thousands of them per compile.
     """
     out: list[Finding] = []
-    mesh_sound = _check_mesh(layout, out)
+    mesh_sound = _check_mesh(layout, out, warnings)
     if layout.strategy == "fsdp2" and layout.pp > 1:
-        _check_pipeline(layout, out)
+        _check_pipeline(layout, out, warnings)
     if mesh_sound:
         _check_batch(layout, out)
     if model is not None:
@@ -56,16 +63,16 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
     if training is not None and layout.cp > 1:
         if training.packed_sequences:
             check_cp_packing(layout, model, training, out)
-        else:
+        elif warnings:
             check_cp_padding(layout, training, out)
     if layout.dispatcher is not None:
-        _check_dispatcher(layout, out)
-    if topology_warnings and cluster is not None and layout.world_size > 1:
+        _check_dispatcher(layout, out, warnings)
+    if warnings and cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, model, out)
     return out
 
 
-def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
+def _check_mesh(layout: Layout, out: list[Finding], warnings: bool = True) -> bool:
     """Strategy support and mesh arithmetic (AutoModel `_create_device_meshes`); True if dp is sound."""
     strategy, world = layout.strategy, layout.world_size
     tp, pp, cp, ep, dpr = layout.tp, layout.pp, layout.cp, layout.ep, layout.dp_replicate
@@ -82,10 +89,15 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
     for size_name, feature in UNSUPPORTED_FEATURES.get(strategy, ()):
         if getattr(layout, size_name) > 1:
             out.append(_strategy_feature(strategy, feature, f"{size_name}_size", getattr(layout, size_name)))
+    if layout.activation_checkpointing == "selective" and strategy not in ("fsdp2", "ddp"):
+        out.append(r.SELECTIVE_AC.finding(
+            f"selective activation checkpointing with strategy {strategy}",
+            hint="use activation_checkpointing: true (full), or strategy fsdp2",
+            automodel_message="selective activation checkpointing is supported only for FSDP2 and DDP configs."))
     if strategy == "ddp":
         return True
     if strategy == "megatron_fsdp":
-        if layout.activation_checkpointing and world > 1:
+        if warnings and layout.activation_checkpointing == "full" and world > 1:
             out.append(r.MFSDP_AC_SKIPPED.finding(
                 "activation checkpointing is silently skipped by MegatronFSDP on more than one GPU",
                 hint="use strategy fsdp2 to checkpoint activations, or set activation_checkpointing: false",
@@ -105,7 +117,7 @@ def _check_mesh(layout: Layout, out: list[Finding]) -> bool:
         if dp * denom != world:
             out.append(_world_product(layout, dp, denom))
             sound = False
-    if strategy == "megatron_fsdp" and dp * cp == 1 and world > 1:
+    if warnings and strategy == "megatron_fsdp" and dp * cp == 1 and world > 1:
         out.append(r.MFSDP_NO_DP_SHARD.finding(
             f"MegatronFSDP with dp·cp = 1 on {world} GPUs shards nothing: the model is only tensor-parallel",
             hint="lower tp_size so that dp > 1, or use strategy fsdp2",
@@ -179,7 +191,7 @@ def _replicate_choices(dp: int) -> str:
     return listing([d for d in divisors(dp) if d < dp or d == 1])
 
 
-def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
+def _check_pipeline(layout: Layout, out: list[Finding], warnings: bool = True) -> None:
     """PP micro-batch arithmetic and stages per rank (AutoModel recipe setup, AutoPipeline, stage split)."""
     pp, lbs, mbs, vpp = layout.pp, layout.local_batch_size, layout.micro_batch_size, layout.vpp
     if mbs > 0 and lbs > 0:
@@ -196,7 +208,7 @@ def _check_pipeline(layout: Layout, out: list[Finding]) -> None:
                      "or lower pp_microbatch_size",
                 automodel_message=f"pp_batch_size {lbs} // pp_microbatch_size {mbs} must be >= pp_size {pp}"))
         else:
-            if n_micro < vpp:
+            if warnings and n_micro < vpp:
                 out.append(r.MICROBATCHES_BELOW_STAGES.finding(
                     f"{n_micro} micro batches per step but {vpp} stages per rank: some stages idle",
                     hint=f"use at least {vpp} micro batches (local_batch_size >= {vpp * mbs})",
@@ -290,6 +302,12 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                 f"tp_size={tp} but AutoModel builds {model.name} as {cls.name}, which has no tensor-parallel plan",
                 hint="set distributed.tp_size: 1 and shard with FSDP2, ep_size, pp_size or cp_size instead",
                 automodel_message=tp_plan_message(tp, cls.name)))
+    if layout.strategy == "megatron_fsdp" and model.is_moe and layout.dp * layout.cp > 1:  # else it does not wrap
+        out.append(r.MFSDP_MOE.finding(
+            f"{model.name} is an MoE model: MegatronFSDP cannot wrap its experts in AutoModel 0.7.0 "
+            "(megatron-fsdp 0.5.0 puts every `.experts.` weight in an expert data-parallel group, which AutoModel "
+            "does not build)", hint="use strategy fsdp2 (with ep_size on AutoModel's own MoE classes)",
+            automodel_message=mfsdp_moe_message(cls)))
     if ep > 1 and layout.strategy == "fsdp2":
         ep_capable = cls.moe_mixin if cls is not None else model.is_moe
         if not ep_capable:
@@ -371,10 +389,10 @@ def check_cp_padding(layout: Layout, training: TrainingSpec, out: list[Finding])
             hint=f"use a sequence length that is a multiple of {2 * cp} (e.g. {up - 2 * cp} or {up})"))
 
 
-def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
+def _check_dispatcher(layout: Layout, out: list[Finding], warnings: bool = True) -> None:
     """The MoE token dispatcher against the world size (AutoModel `MoE.__init__`) and its package."""
     world = layout.world_size
-    if layout.dispatcher in ("deepep", "hybridep") and world > 1 and layout.ep > 1:
+    if warnings and layout.dispatcher in ("deepep", "hybridep") and world > 1 and layout.ep > 1:
         out.append(r.DISPATCHER_PACKAGE.finding(
             f"dispatcher {layout.dispatcher} runs on the deep_ep package (DeepEP; HybridEP is its hybrid-ep "
             "build), which `pip install nemo-automodel` does not install",
@@ -385,7 +403,7 @@ def _check_dispatcher(layout: Layout, out: list[Finding]) -> None:
             f"dispatcher mok needs a world size divisible by 4, got {world}",
             hint="use dispatcher deepep or torch, or a world size divisible by 4",
             automodel_message=f"dispatcher='mok' requires world size to be divisible by 4; got {world}"))
-    elif layout.dispatcher in INTER_NODE_DISPATCHERS and world == 1:
+    elif warnings and layout.dispatcher in INTER_NODE_DISPATCHERS and world == 1:
         out.append(r.FLEX_DISPATCHER_ONE_GPU.finding(
             f"dispatcher {layout.dispatcher} on one GPU: AutoModel falls back to standard grouped experts",
             hint="set model.backend.dispatcher: torch for single-GPU runs",

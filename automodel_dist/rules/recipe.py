@@ -264,17 +264,12 @@ def _unknown_keys(block: Mapping[str, Any], valid: frozenset[str], rule: r.Rule,
 def _check_activation_checkpointing(dist: Mapping[str, Any], out: list[Finding]) -> None:
     value = dist.get("activation_checkpointing", False)
     try:
-        mode = normalize_activation_checkpointing(value)
+        normalize_activation_checkpointing(value)
     except ValueError:
         out.append(r.AC_VALUE.finding(f"activation_checkpointing {value!r} is not a value AutoModel reads",
                                       hint="use true, false or 'selective'", automodel_message=AC_MESSAGE))
-        return
-    raw = dist.get("strategy", "fsdp2")
-    if mode == "selective" and isinstance(raw, str) and raw.lower() not in ("fsdp2", "ddp"):
-        out.append(r.SELECTIVE_AC.finding(
-            f"selective activation checkpointing with strategy {raw}",
-            hint="use activation_checkpointing: true, or strategy fsdp2",
-            automodel_message="selective activation checkpointing is supported only for FSDP2 and DDP configs."))
+    # selective with a strategy other than fsdp2/ddp (R5) is a layout rule: the planner prunes by it too
+
 
 
 def _check_pipeline_block(dist: Mapping[str, Any], pp: int, model: ModelSpec | None, out: list[Finding]) -> None:

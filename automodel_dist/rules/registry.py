@@ -110,6 +110,10 @@ MOE_TP_SEQUENCE_PARALLEL = register(
 MFSDP_AC_SKIPPED = register(
     "mfsdp-ac-skipped", WARNING, "distributed.activation_checkpointing",
     "MegatronFSDP skips activation checkpointing on more than one GPU")
+MFSDP_MOE = register(
+    "am-mfsdp-moe", ERROR, "distributed.strategy",
+    "MegatronFSDP (megatron-fsdp 0.5.0) wraps no MoE model in AutoModel 0.7.0: it files every `.experts.` "
+    "weight under an expert data-parallel group AutoModel never builds", automodel=("R30",), needs=("model",))
 MFSDP_NO_DP_SHARD = register(
     "am-r30-mfsdp-no-dp-shard", WARNING, "distributed.tp_size",
     "MegatronFSDP with a DP shard group (dp·cp) of 1 only applies TP: no sharding", automodel=("R30",))

@@ -127,7 +127,7 @@ def decides_meshes(finding: Finding) -> bool:
     return rule.id in MESH_STAGE_RULES or bool(MESH_STAGE_AUTOMODEL_RULES.intersection(rule.automodel))
 
 
-def _judge(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
+def judge_mesh_stage(doc: Document, *, world_size: int, gpus_per_node: int) -> tuple[Layout | None, list[Finding]]:
     """The recipe's layout (None when it cannot be read) and the shared rules' findings on the mesh stage.
 
     For distillation on separate meshes the layout is the student's, on its own ranks [0, s): the
@@ -258,7 +258,7 @@ def build_document_meshes(doc: Document, *, world_size: int, gpus_per_node: int 
     timing["import_torch"] = time.perf_counter() - start
 
     t = time.perf_counter()
-    layout, findings = _judge(doc, world_size=world_size, gpus_per_node=gpus_per_node)
+    layout, findings = judge_mesh_stage(doc, world_size=world_size, gpus_per_node=gpus_per_node)
     if layout is not None:
         world_size = layout.world_size
     domain = nvlink_domain_size(nvlink_domain, gpus_per_node=gpus_per_node, world_size=world_size)

@@ -2,9 +2,10 @@
 
 recipe -> the model it trains (catalog preset or config.json, written out with every layer at real width)
 -> a worker process (verify/model_worker.py) builds it under torch's fake process group for the chosen
-ranks -> per rank: parameter bytes as FSDP2 allocates them (padded shards), the gradient and optimizer
-bytes they imply, the layers and outer modules it holds, whether TP and EP sharded anything; every error
-AutoModel raises becomes a located finding under the rule that predicts it (or `am-model-build`).
+ranks -> per rank: parameter bytes as allocated (FSDP2's padded shards, MegatronFSDP's flat-buffer shards),
+the gradient and optimizer bytes they imply, the layers and outer modules it holds, whether TP and EP
+sharded anything; every error AutoModel raises becomes a located finding under the rule that predicts it
+(or `am-model-build`).
 
 This module never imports torch: the worker does. Without the `oracle` extra it is an input error.
 """
@@ -26,7 +27,7 @@ from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.findings import BySeverity, Finding, locate_all
+from automodel_dist.findings import ERROR, BySeverity, Finding, locate_all
 from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import pipeline_split
 from automodel_dist.rules import registry as r
@@ -34,6 +35,7 @@ from automodel_dist.targets.automodel.config import resolve_config
 from automodel_dist.targets.automodel.model_classes import model_class
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, section
 from automodel_dist.targets.automodel.recipe_model import recipe_model
+from automodel_dist.verify.mesh import judge_mesh_stage
 from automodel_dist.yamlio import as_mapping, load_document, to_plain
 
 ALL_RANKS_LIMIT = 64  # --all-ranks beyond this would take minutes (each rank re-initialises the fake group)
@@ -52,6 +54,7 @@ ERROR_RULES: tuple[tuple[str, r.Rule], ...] = (
     (r"(Single stage|Multi-stage) schedule requires", r.STAGES_PER_RANK),
     (r"Number of virtual stages", r.VIRTUAL_STAGES),
     (r"pp_batch_size \d+ // pp_microbatch_size", r.PP_MICROBATCHES),
+    (r"megatron_fsdp_unit_modules was not provided", r.MFSDP_MOE),
 )
 ORACLE_MISSING = ("dry-run --model needs AutoModel itself: pip install 'automodel-dist[oracle]' "
                   "(nemo-automodel 0.7.0 with its dependencies), then pip uninstall triton")
@@ -59,8 +62,9 @@ ORACLE_MISSING = ("dry-run --model needs AutoModel itself: pip install 'automode
 
 @dataclass
 class RankModel:
-    """What one rank holds after AutoModel's build: bytes as allocated (FSDP2's padded shards), as the local
-    tensors hold them (unpadded), and as an even split of every parameter would (`even`, what a formula gives)."""
+    """What one rank holds after AutoModel's build: bytes as allocated (FSDP2's padded shards, MegatronFSDP's
+    flat-buffer shards), as the local tensors hold them (unpadded), and as an even split of every parameter
+    would (`even`, what a formula gives)."""
 
     rank: int
     pp_rank: int
@@ -75,6 +79,7 @@ class RankModel:
     outer: list[str] = field(default_factory=list)
     stages: int = 0
     plans: dict[str, int] = field(default_factory=dict)
+    checkpointing: dict[str, int] = field(default_factory=dict)  # modules wrapped, of them selective blocks
     error: str = ""
     seconds: float = 0.0
 
@@ -196,10 +201,11 @@ def read_answer(answer: Mapping[str, Any], layout: Layout) -> tuple[list[RankMod
                 findings.append(error_finding(built["error"], rank, built.get("stage", "model")))
             continue
         params = built["params"]
-        trainable = params["trainable_padded"]
+        trainable = params["trainable_padded"]  # MegatronFSDP: its main weights, with their own gradient buffer
         ranks.append(RankModel(rank, rank // per_stage, True, built["class"], params["padded"], params["unpadded"],
-                               params["even"], trainable, ADAM_STATES * trainable, built["layers"], built["outer"],
-                               built["stages"], built["plans"], seconds=seconds))
+                               params["even"], params.get("grads", trainable), ADAM_STATES * trainable,
+                               built["layers"], built["outer"], built["stages"], built["plans"], built["checkpointing"],
+                               seconds=seconds))
     findings += plan_findings([rank.plans for rank in ranks if rank.ok])
     return ranks, findings
 
@@ -237,16 +243,15 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
     doc = load_document(source, what="recipe")
     config, _missing = resolve_config(doc.data)
     spec = _model(config, model)
+    # what AutoModel refuses before it builds the model (a null distributed section, sizes that make no
+    # meshes) is the mesh dry-run's verdict: nothing is built, as AutoModel builds nothing
+    _layout, mesh_findings = judge_mesh_stage(doc, world_size=world_size, gpus_per_node=gpus_per_node)
+    if any(finding.severity == ERROR for finding in mesh_findings):
+        return ModelReport(world_size=world_size, source=doc.filename, model=spec.name, findings=mesh_findings)
     try:
         layout = layout_from_config(config, world_size=world_size, model=spec)
     except RecipeValueError as exc:
         raise exc.located(doc) from None
-    if layout.strategy == "megatron_fsdp":  # its flat buffers are GPU tensors from the start (no stand-in yet)
-        return ModelReport(world_size=world_size, source=doc.filename, model=spec.name, findings=locate_all(doc, [
-            r.SKIPPED.finding("MegatronFSDP allocates its parameter and gradient buffers on the GPU while wrapping "
-                              "the model, which the model-level dry-run cannot stand in for yet: not built",
-                              path="distributed.strategy", hint="the mesh-level dry-run (without --model) still "
-                              "checks this recipe's meshes")]))
     chosen = _ranks(layout, ranks, all_ranks)
     seq = int(as_mapping(config.get("packed_sequence")).get("packed_sequence_size") or 0)
     request = model_request(config, layout, spec, chosen, seq)
@@ -307,6 +312,15 @@ def layer_ranges(layers: Sequence[int]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans) or "-"
 
 
+def checkpointed_text(counts: Mapping[str, int]) -> str:
+    """What AutoModel's build checkpointed: '28 selective' (whole blocks under the op-level policy), '28'
+    (checkpoint wrappers: full), or '-'."""
+    wrapped, selective = counts.get("wrapped", 0), counts.get("selective", 0)
+    if not wrapped:
+        return "-"
+    return f"{selective} selective" if selective == wrapped else str(wrapped)
+
+
 def render_model_report(report: ModelReport, fmt: str = "text") -> str:
     """Text: one line per rank built (bytes as allocated, GiB), then the findings as validate prints them."""
     from automodel_dist.findings import Report
@@ -316,9 +330,9 @@ def render_model_report(report: ModelReport, fmt: str = "text") -> str:
         return json.dumps(report.to_json(), indent=2) + "\n"
     gib = float(1 << 30)
     lines = [f"model-level dry-run: {report.model} on {report.world_size} ranks (AutoModel's own build on the meta "
-             "device, torch fake process group; bytes as FSDP2 allocates them)",
+             "device, torch fake process group; bytes as FSDP2 or MegatronFSDP allocates them)",
              f"{'rank':>5} {'stage':>5}  {'class':<24} {'layers':<14} {'also':<26} {'params':>9} {'grads':>9} "
-             f"{'optimizer':>9}  sharded tp/ep"]
+             f"{'optimizer':>9}  sharded tp/ep  checkpointed"]
     for rank in report.ranks:
         if not rank.ok:
             lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  failed: {rank.error.splitlines()[0]}")
@@ -327,6 +341,7 @@ def render_model_report(report: ModelReport, fmt: str = "text") -> str:
         sizes = " ".join(f"{value / gib:>8.3f}G" for value in (rank.param_bytes, rank.grad_bytes,
                                                                   rank.optimizer_bytes))
         lines.append(f"{rank.rank:>5} {rank.pp_rank:>5}  {rank.model_class:<24} {layer_ranges(rank.layers):<14} "
-                     f"{','.join(rank.outer) or '-':<26} {sizes}  {sharded}")
+                     f"{','.join(rank.outer) or '-':<26} {sizes}  {sharded:<13}  "
+                     f"{checkpointed_text(rank.checkpointing)}")
     findings = render_report(Report(findings=report.findings, source=report.source), fmt="text")
     return "\n".join(lines) + "\n" + findings

@@ -66,6 +66,25 @@ def _param_bytes(model: Any) -> dict[str, Any]:
             "even": even}
 
 
+def _megatron_bytes(model: Any) -> dict[str, int]:
+    """What MegatronFSDP allocates per rank: its flat buffers' shards (padded as it pads them). Weights are
+    the compute buffer (and the fp32 main-weight buffer with `preserve_fp32_weights`), gradients the
+    main-gradient buffer; AdamW keeps its states on the main weights of the trained groups."""
+    weights = grads = optimized = 0
+    for group in model.param_and_grad_buffer.parameter_groups:
+        sizes = {name: _buffer_bytes(getattr(group, name, None)) for name in
+                 ("model_weight_buffer", "transpose_weight_buffer", "main_weight_buffer", "main_grad_buffer")}
+        weights += sizes["model_weight_buffer"] + sizes["transpose_weight_buffer"] + sizes["main_weight_buffer"]
+        grads += sizes["main_grad_buffer"]
+        if group.requires_grad:
+            optimized += sizes["main_weight_buffer"] or sizes["model_weight_buffer"]
+    return {"padded": weights, "trainable_padded": optimized, "grads": grads}
+
+
+def _buffer_bytes(buffer: Any) -> int:
+    return buffer.data_size * buffer.dtype.itemsize if buffer is not None else 0
+
+
 def _shards(param: Any) -> int:
     """How many ways a parameter is split (the mesh sizes of its Shard placements; 1 if not a DTensor)."""
     mesh, placements = getattr(param, "device_mesh", None), getattr(param, "placements", ())
@@ -104,6 +123,16 @@ def _plans(parts: list[Any], mesh: Any) -> dict[str, Any]:
             "ep_sharded": ep}
 
 
+def _checkpointing(parts: list[Any]) -> dict[str, int]:
+    """Modules AutoModel wrapped for activation checkpointing, and of those the whole blocks under its
+    selective (op-level) policy: what the recipe's activation_checkpointing became."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    wrapped = [m for part in parts for m in part.modules() if isinstance(m, CheckpointWrapper)]
+    return {"wrapped": len(wrapped), "selective": sum(bool(getattr(m, "_nemo_selective_ac", False))
+                                                      for m in wrapped)}
+
+
 def _models(built: Any) -> list[Any]:
     """The model parts this rank holds: one module, or an AutoPipeline's stages."""
     parts = getattr(built, "parts", None)
@@ -135,6 +164,7 @@ def _build_rank(request: dict[str, Any], rank: int, config_dir: str) -> dict[str
                 setattr(setup.pipeline_config, key, value)
         kwargs: dict[str, Any] = {"distributed_setup": setup}
         standins.RECIPE_ATTN = request.get("attn")
+        standins.META_INIT = type(setup.strategy_config).__name__ == "MegatronFSDPConfig"
         try:
             if request.get("backend") is not None:
                 attn = CPU_ATTENTION.get(request["config"].get("model_type"), CPU_BACKEND["attn"])
@@ -149,13 +179,15 @@ def _build_rank(request: dict[str, Any], rank: int, config_dir: str) -> dict[str
         except Exception as exc:  # AutoModel's verdict on the model build
             return {"ok": False, "stage": "model", "error": _error(exc)}
         parts = _models(built)
-        params = [_param_bytes(part) for part in parts]
+        params = [_param_bytes(part) | (_megatron_bytes(part) if hasattr(part, "param_and_grad_buffer") else {})
+                  for part in parts]
         layers, outer = zip(*(_layers_and_outer(part) for part in parts), strict=True)
-        return {"ok": True, "class": type(parts[0]).__name__.removeprefix("FSDP"),
+        return {"ok": True, "class": type(getattr(parts[0], "module", parts[0])).__name__.removeprefix("FSDP"),
                 "params": {key: sum(p[key] for p in params) for key in params[0]},
                 "layers": sorted({i for part in layers for i in part}),
                 "outer": sorted({name for part in outer for name in part}),
-                "stages": len(parts), "plans": _plans(parts, setup.mesh_context)}
+                "stages": len(parts), "plans": _plans(parts, setup.mesh_context),
+                "checkpointing": _checkpointing(parts)}
     finally:
         dist.destroy_process_group()
 

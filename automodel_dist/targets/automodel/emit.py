@@ -22,7 +22,7 @@ from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
-from automodel_dist.layout import FLEX_DISPATCHERS, Layout
+from automodel_dist.layout import FLEX_DISPATCHERS, Layout, ac_mode
 from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import pipeline_split, stage_split
 from automodel_dist.planner import memory_limit_gib
@@ -129,11 +129,20 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
     return d
 
 
+# How each checkpointing mode is written (AutoModel reads true as "full") and why it was chosen.
+_AC_VALUES: dict[str, bool | str] = {"full": True, "selective": "selective", "off": False}
+_AC_REASONS = {
+    "full": "recompute each layer from its input in backward, the least activation memory: needed to fit "
+            "or the fastest that fits",
+    "selective": "selective: keep attention, every other matmul and the collectives' outputs, recompute the "
+                 "rest in backward (torch's op-level policy): less memory than none, less replay than full",
+    "off": "activations fit without recompute, which is faster",
+}
+
+
 def _put_ac(problem: Problem, d: _Section, layout: Layout) -> None:
-    reason = ("recompute each layer's activations in backward: needed to fit or the fastest that fits"
-              if layout.activation_checkpointing else "activations fit without recompute, which is faster")
-    d.put("activation_checkpointing", layout.activation_checkpointing,
-          _why(problem, "activation_checkpointing", reason))
+    mode = layout.activation_checkpointing
+    d.put("activation_checkpointing", _AC_VALUES[mode], _why(problem, "activation_checkpointing", _AC_REASONS[mode]))
 
 
 def _tp_reason(layout: Layout, nvlink: int, objective: str) -> str:
@@ -365,7 +374,7 @@ def _normalized_pin_value(name: str, value: Any) -> Any:
         return canonical_strategy(value) or value
     if name == "activation_checkpointing":
         try:
-            return bool(normalize_activation_checkpointing(value))
+            return ac_mode(normalize_activation_checkpointing(value))
         except ValueError:
             return value
     return value
@@ -460,7 +469,7 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     """
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
-        doc = base if isinstance(base, Document) else load_document(base, what="base recipe")
+        doc = base if isinstance(base, Document) else load_document(base, what="base recipe", comments=True)
         check_base_is_recipe(doc)
         check_base_against_pins(problem, doc, pin_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)

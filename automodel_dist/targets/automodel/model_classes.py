@@ -71,3 +71,13 @@ def tp_plan_message(tp: int, cls: str) -> str:
 def ep_moe_message(ep: int, cls: str) -> str:
     """AutoModel's own wording (capabilities.validate_for_mesh), first line."""
     return f"Expert parallelism (ep_size={ep}) requires a MoE model, but {cls} does not inherit from MoEFSDPSyncMixin."
+
+
+def mfsdp_moe_message(cls: ModelClass | None) -> str:
+    """What AutoModel 0.7.0 raises wrapping an MoE model with MegatronFSDP: its own classes define no
+    `_no_split_modules` (parallelizer._derive_megatron_fsdp_unit_modules); with the unit modules given, or on
+    Hugging Face's class, megatron-fsdp 0.5.0 looks up the expert data-parallel group it was never given."""
+    if cls is not None and cls.custom:
+        return ("distributed.megatron_fsdp_unit_modules was not provided and the model does not define a non-empty "
+                "'_no_split_modules' to derive them from.")
+    return "AttributeError: 'NoneType' object has no attribute 'size'"

@@ -12,7 +12,7 @@ from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
-from automodel_dist.layout import Layout, is_multi_stage
+from automodel_dist.layout import Layout, ac_mode, is_multi_stage
 from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.config import (
@@ -94,7 +94,7 @@ def layout_from_config(config: Mapping[str, Any], *, world_size: int, model: Mod
 
     return Layout(world_size=world_size, strategy=strategy, tp=tp, pp=pp, cp=cp, ep=ep,
                   dp_replicate=dp_replicate, dp_size=dp_size, vpp=vpp, pp_schedule=schedule,
-                  activation_checkpointing=bool(ac), sequence_parallel=sequence_parallel,
+                  activation_checkpointing=ac_mode(ac), sequence_parallel=sequence_parallel,
                   global_batch_size=global_batch, local_batch_size=local_batch, micro_batch_size=micro_batch,
                   dispatcher=dispatcher)
 

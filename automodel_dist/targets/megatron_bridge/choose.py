@@ -192,10 +192,14 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
         s = s.with_(dispatcher_type=dtype, flex_backend=backend)
         why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
         why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
-    if layout.activation_checkpointing:
+    if layout.activation_checkpointing == "selective":
         modules, why["recompute_modules"] = recompute_modules(model)
         s = s.with_(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
+    elif layout.activation_checkpointing == "full":
+        s = s.with_(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+        why["recompute_granularity"] = "full recompute, as the intent pins it (selective is the narrower choice)"
+        why["recompute_method"] = why["recompute_num_layers"] = "every layer recomputed from its input"
     blockers = ep_overlap_blockers(model, layout, s)
     if not section:
         blockers.append(f"{recipe.function if recipe else 'the recipe'} has no comm_overlap section to override")
@@ -212,7 +216,7 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     if model.is_moe:
         rack = cluster.gpu.nvlink_domain > cluster.gpus_per_node
         scope = ("moe_router", "moe_preprocess")
-        if rack and not layout.activation_checkpointing and s.packed_sequence_size is None:
+        if rack and not layout.checkpointed and s.packed_sequence_size is None:
             scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
         s = s.with_(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
         why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"

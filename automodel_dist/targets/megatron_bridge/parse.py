@@ -14,7 +14,7 @@ from typing import Any
 
 from automodel_dist import limits
 from automodel_dist.errors import InputError
-from automodel_dist.layout import Layout
+from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.targets.megatron_bridge.choose import layout_dispatcher
 from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEYS, Key, MegatronSettings, OverrideSet
 from automodel_dist.yamlio import Document, to_plain
@@ -123,7 +123,7 @@ def _typed(key: Key, value: Any, where: str) -> Any:
 
 
 def megatron_layout(world_size: int, *, tp: int = 1, pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1,
-                    etp: int = 1, sequence_parallel: bool = False, activation_checkpointing: bool = False,
+                    etp: int = 1, sequence_parallel: bool = False, activation_checkpointing: str | bool = "off",
                     global_batch_size: int = 1, micro_batch_size: int = 1, dispatcher: str | None = None) -> Layout:
     """A Megatron layout with what follows from its sizes: the schedule and the per-rank batch.
 
@@ -178,7 +178,10 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
     settings = MegatronSettings(**settings_values)
     moe = "model.moe_token_dispatcher_type" in flat
     layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None
-    layout_values["activation_checkpointing"] = settings.recompute_granularity is not None
+    # the layout's checkpointing mode is the granularity; one Megatron does not know (the rules say so) as full
+    granularity = settings.recompute_granularity
+    layout_values["activation_checkpointing"] = ("off" if granularity is None
+                                                 else granularity if granularity in AC_MODES else "full")
     return OverrideSet(megatron_layout(world_size, **layout_values), settings)
 
 

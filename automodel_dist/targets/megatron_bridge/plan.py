@@ -18,7 +18,7 @@ from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.findings import Finding
-from automodel_dist.layout import Layout
+from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.planner import MAX_VPP, Enumerator, _pinned
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, layout_dispatcher, precision
@@ -59,8 +59,9 @@ class MegatronSpace(Enumerator):
         natural = [v for v in range(1, MAX_VPP + 1) if pp * v <= self.p.model.num_layers]
         return _pinned(self.p.pins.vpp, natural)
 
-    def acs(self, strategy: str) -> list[bool]:
-        return sorted(_pinned(self.p.pins.activation_checkpointing, [True, False]), reverse=True)
+    def acs(self, strategy: str) -> list[str]:
+        """Selective recompute or none (megatron-bridge.md §10: the narrowest recompute first); full when pinned."""
+        return sorted(_pinned(self.p.pins.activation_checkpointing, ("selective", "off")), key=AC_MODES.index)
 
     def dispatcher_options(self, ep: int) -> list[str | None]:
         """The one dispatcher `choose.dispatcher_of` writes for this EP size (None for a dense model)."""
@@ -105,12 +106,11 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
-    overlapped, the target's selective recompute, EP overlap where `decide` writes it, and the FP8 recipe the
-    precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    overlapped, the layout's recompute, EP overlap where `decide` writes it, and the FP8 recipe the precision
+    choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=decide(problem, layout)[0].ep_overlap,
-                         checkpointing="selective" if layout.activation_checkpointing else "none",
                          fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
 
 
