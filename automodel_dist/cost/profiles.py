@@ -28,8 +28,9 @@ class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
     `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs. `attention_efficiency`: the
-    stack's fused attention kernel's share of that (its backward especially runs below the GEMMs'; Megatron
-    runs Transformer Engine's cuDNN attention, torchtitan PyTorch's SDPA flash kernels).
+    stack's fused attention kernel's share of that (its backward especially runs below the GEMMs'): Megatron
+    runs Transformer Engine's cuDNN attention (`megatron.attention_efficiency`), AutoModel and torchtitan
+    PyTorch's (the shared `attention_efficiency`).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP
@@ -125,8 +126,10 @@ def _from_json(data: dict) -> Parameters:
     )
     profiles = {}
     for name in FRAMEWORKS:
-        kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
+        kw = {f.name: values.get(f"{name}.{f.name}") for f in fields(FrameworkProfile)
               if f.name not in ("name", "torch_pipeline")}
+        # the torch stacks (AutoModel, torchtitan) share PyTorch's attention kernels; Megatron runs TE's cuDNN ones
+        kw["attention_efficiency"] = kw["attention_efficiency"] or values["attention_efficiency"]
         profiles[name] = FrameworkProfile(name=name, torch_pipeline=name != "megatron", **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
