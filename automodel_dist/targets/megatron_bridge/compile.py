@@ -157,7 +157,7 @@ def write_override_set(problem: Problem, override: OverrideSet, why: dict[str, s
 
 def _megatron_problem(source: Source, overrides: Iterable[str]) -> tuple[Intent, Problem]:
     """The intent and its problem, with the AutoModel-only pins refused (this target has neither)."""
-    intent = load_intent(source, tuple(overrides))
+    intent = load_intent(source, overrides)
     problem = resolve_intent(intent)
     for pin, allowed in (("strategy", None), ("dp_replicate", (1,))):
         value = getattr(problem.pins, pin)
