@@ -121,13 +121,15 @@ def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> floa
 
 def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None
                       ) -> list[tuple[memory.RankLoad, dict[str, float]]]:
-    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses: the
-    largest total is the estimate's peak (a per-stage view draws them all)."""
+    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses and
+    held as their stack holds it (`framework_memory`): the largest total is the estimate's peak (a per-stage
+    view draws them all)."""
     if options is None:
         options = planned_options(problem, layout)
     shape = model_shape(problem.model, problem.training)
-    return memory.memory_by_pp_rank(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
-                                    options=options)
+    return [(load, framework_memory(parts, options))
+            for load, parts in memory.memory_by_pp_rank(shape, layout, problem.training,
+                                                        nvlink_domain=problem.cluster.nvlink_domain, options=options)]
 
 
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,

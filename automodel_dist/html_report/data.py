@@ -76,15 +76,12 @@ class ReportData:
 
 
 def _stages(result: CompileResult) -> tuple[StageMemory, ...]:
-    from automodel_dist.cost.model import framework_memory, memory_by_pp_rank
+    from automodel_dist.cost.model import memory_by_pp_rank
 
-    # The stack's options (Megatron's for its target); framework_memory holds the parts as that stack does,
-    # as the estimate's own peak does (memory_by_pp_rank gives the shared breakdown).
-    options = result.cost_options()
+    # The stack's options (Megatron's for its target; None: the AutoModel settings the compiler writes).
     return tuple(StageMemory(rank=load.rank, dense_layers=load.dense, moe_layers=load.moe, stages=load.stages,
-                             embedding=load.embedding, head=load.head,
-                             parts=framework_memory(parts, options) if options else parts)
-                 for load, parts in memory_by_pp_rank(result.problem, result.layout, options=options))
+                             embedding=load.embedding, head=load.head, parts=parts)
+                 for load, parts in memory_by_pp_rank(result.problem, result.layout, options=result.cost_options()))
 
 
 def _title(result: CompileResult) -> str:
