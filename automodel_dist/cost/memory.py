@@ -186,7 +186,9 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds).
+    writes only where every prerequisite holds). `attention`: the attention kernel the recipe names
+    (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs by default
+    (`throughput.attention_kernel`).
     """
 
     checkpointing: str | None = None
@@ -199,6 +201,7 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    attention: str | None = None
 
     @property
     def reduce_bytes(self) -> int:
