@@ -188,7 +188,9 @@ class RecipeOptions:
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
     writes only where every prerequisite holds). `attention`: the attention kernel the recipe names
     (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs by default
-    (`throughput.attention_kernel`).
+    (`throughput.attention_kernel`). `fsdp_optimizations`: AutoModel's `model.backend.enable_fsdp_optimizations`
+    (default false), which keeps an MoE model's weights unsharded across the micro batches of a deferred
+    gradient sync (`weights_stay_gathered`).
     """
 
     checkpointing: str | None = None
@@ -202,6 +204,7 @@ class RecipeOptions:
     balanced_gate: bool = False
     ep_overlap: bool = True
     attention: str | None = None
+    fsdp_optimizations: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -222,6 +225,26 @@ def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAUL
         return options.checkpointing
     skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
     return "none" if skipped or not layout.checkpointed else layout.activation_checkpointing
+
+
+def weights_stay_gathered(shape: ModelShape, layout: Layout, options: RecipeOptions, deferred: bool) -> bool:
+    """FSDP keeps the unsharded weights from one micro batch's backward to the next (so the whole stage's bf16
+    weights are resident at the end of a backward, and the next forward gathers nothing).
+
+    Under PP torch's stage does (`backward_maybe_with_nosync` sets `reshard_after_backward(False)` before every
+    backward but the last). Without PP, AutoModel's deferred sync only turns the gradient sync off
+    (`get_sync_ctx`: `set_requires_gradient_sync`), so FSDP2 still reshards after each backward; only its MoE
+    classes (MoEFSDPSyncMixin.prepare_for_grad_accumulation) also stop resharding, and only with
+    `backend.enable_fsdp_optimizations`. Elsewhere (other stacks, AutoModel's dense and Hugging Face classes) a
+    deferred sync is taken to keep them, as this model always has.
+    """
+    if layout.strategy == "ddp":
+        return False
+    if (layout.pp or 1) > 1:
+        return True
+    if options.framework == "automodel" and shape.automodel_class and shape.moe_layers > 0:
+        return deferred and options.fsdp_optimizations
+    return deferred
 
 
 def kept_activation_share(mode: str) -> float:
@@ -326,7 +349,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     # buffer for the whole step, however many micro batches it runs
     persistent = layout.strategy == "distributed_optimizer"
     deferred = persistent or ((options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1)
-    keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
+    keep_gathered = weights_stay_gathered(shape, layout, options, deferred)  # no reshard until the last backward
 
     tokens = micro_batch_tokens(layout, training.seq_length)
     rep_div = tp if layout.sequence_parallel else 1
@@ -365,7 +388,9 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
             if ep > 1:
                 gather += gathered_experts * BF16
-            if trained_unsharded and not peft:
+            if deferred:  # resharded weights, but every layer's unsharded gradients accumulated until the sync
+                grads += trained_unsharded * reduce_bytes
+            elif trained_unsharded and not peft:
                 grads += layer_w * reduce_bytes  # one layer's gradients waiting for reduce-scatter
 
         # activations of the micro-batch chunks in flight

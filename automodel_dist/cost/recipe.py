@@ -49,4 +49,5 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         reduce_dtype="bfloat16" if reduce in _SIXTEEN_BIT else "float32",
         async_tp=distributed.get("enable_async_tensor_parallel") is True,
         balanced_gate=backend.get("fake_balanced_gate") is True,
+        fsdp_optimizations=backend.get("enable_fsdp_optimizations") is True,
     )

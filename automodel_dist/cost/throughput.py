@@ -38,6 +38,7 @@ from automodel_dist.cost.memory import (
     micro_batch_tokens,
     micro_batches_per_step,
     split_loads,
+    weights_stay_gathered,
 )
 from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
@@ -557,9 +558,9 @@ def time_breakdown(
         expert_w = shape.moe_layers / pp * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
-        # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
-        # reshard after forward and after backward and gather twice per micro batch
-        gathers = ga if deferred else 2 * ga
+        # gathers per step: weights kept unsharded across a deferred sync skip the gather after each backward;
+        # otherwise non-PP layers reshard after forward and after backward and gather twice per micro batch
+        gathers = ga if weights_stay_gathered(shape, layout, options, deferred) else 2 * ga
         reductions = 0 if training.is_peft else (1 if deferred else ga)  # gradient reduce-scatters
         reduce_bytes = options.reduce_bytes
         if fsdp > 1:
