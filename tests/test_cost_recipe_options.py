@@ -58,3 +58,10 @@ def test_validate_uses_the_recipes_settings_for_the_memory_check():
     oom = validate_recipe(deferred, world_size=64, gpu="h100")
     assert [f.rule for f in oom.errors] == ["memory-fit"]
     assert "gradients" in oom.errors[0].message
+
+
+def test_enable_fsdp_optimizations_is_read_from_the_backend():
+    on = {"model": {"backend": {"enable_fsdp_optimizations": True, "fake_balanced_gate": True}}}
+    assert recipe_options(on) == RecipeOptions(fsdp_optimizations=True, balanced_gate=True)
+    # anything but true is AutoModel's default (false)
+    assert recipe_options({"model": {"backend": {"enable_fsdp_optimizations": "yes"}}}) == AUTOMODEL_DEFAULTS
