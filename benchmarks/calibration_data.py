@@ -52,6 +52,7 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
              "vocab_size": 163840}
 
+MB_PERF_LOGIT_BYTES = 2.0
 # torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
 TITAN_HBM_GIB = 95.0
 
@@ -374,6 +375,10 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
         peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
         checkpointing="auto", master_weights="fp32", async_tp=tp > 1, framework="megatron",
+        # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
+        # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes
+        # their gradient into the same buffer, 2 bytes per logit
+        logit_bytes=MB_PERF_LOGIT_BYTES,
         # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
         defer_grad_sync=r["fsdp"] != "1",
         tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),
