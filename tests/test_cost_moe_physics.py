@@ -1,5 +1,6 @@
 """MoE terms of the cost model read from AutoModel's and Megatron's code: which attention kernel a run uses,
-and whether FSDP keeps an MoE model's weights gathered across the micro batches of a deferred sync."""
+whether FSDP keeps an MoE model's weights gathered across the micro batches of a deferred sync, and the
+chunked checkpointing of a biased expert MLP."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost import throughput
-from automodel_dist.cost.memory import RecipeOptions, memory_breakdown, weights_stay_gathered
+from automodel_dist.cost.memory import (
+    RecipeOptions,
+    expert_mlp_checkpointed,
+    memory_breakdown,
+    weights_stay_gathered,
+)
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.cost.profiles import parameters
 from automodel_dist.cost.shape import model_shape
@@ -94,3 +100,41 @@ def test_gpt_oss_120b_on_64_h100_fits_as_it_ran_and_keeping_weights_gathered_cos
     parts = memory_breakdown(s, layout, TRAINING, options=RecipeOptions(balanced_gate=True))
     assert parts["fsdp_gather"] == pytest.approx(resharded.memory["fsdp_gather"])
     assert resharded.time["fsdp_comm"] >= kept.time["fsdp_comm"]
+
+
+def _gpt_oss_20b(local_batch: int, dispatcher: str = "deepep"):
+    problem = Problem(resolve_model("openai/gpt-oss-20b"), ClusterSpec(get_gpu("h100"), 1, 8), TRAINING)
+    layout = Layout(world_size=8, ep=8, global_batch_size=512, local_batch_size=local_batch,
+                    micro_batch_size=local_batch, activation_checkpointing=False, dispatcher=dispatcher)
+    return problem, layout
+
+
+def test_a_biased_expert_mlp_past_512_mib_of_gate_up_output_is_checkpointed_in_chunks():
+    gpt_oss, options = shape("openai/gpt-oss-20b"), RecipeOptions(balanced_gate=True)
+    # a rank receives local batch x 4096 tokens x top-4 copies; gate/up is 2 x 2880 wide in bf16:
+    # 2 sequences make 360 MiB (kept whole, as the AutoModel benchmark ran), 3 make 540 MiB (chunked)
+    _, two = _gpt_oss_20b(2)
+    _, three = _gpt_oss_20b(3)
+    assert not expert_mlp_checkpointed(gpt_oss, two, TRAINING, options)
+    assert expert_mlp_checkpointed(gpt_oss, three, TRAINING, options)
+    # neighbours: experts without biases, torch's dispatcher path, Megatron, MXFP8 grouped GEMMs
+    assert not expert_mlp_checkpointed(shape("Qwen/Qwen3-30B-A3B"), three, TRAINING, options)
+    assert not expert_mlp_checkpointed(gpt_oss, _gpt_oss_20b(3, dispatcher="torch")[1], TRAINING, options)
+    assert not expert_mlp_checkpointed(gpt_oss, three, TRAINING, RecipeOptions(framework="megatron"))
+    fp8 = replace(TRAINING, precision="fp8")
+    assert not expert_mlp_checkpointed(gpt_oss, three, fp8, RecipeOptions(fp8_recipe="mxfp8"))
+
+
+def test_the_chunked_expert_mlp_keeps_only_the_dispatched_copies_and_replays_the_expert_gemms():
+    gpt_oss, options = shape("openai/gpt-oss-20b"), RecipeOptions(balanced_gate=True)
+    problem, three = _gpt_oss_20b(3)
+    gpu = problem.cluster.gpu
+    chunked = memory_breakdown(gpt_oss, three, TRAINING, options=options)
+    kept = memory_breakdown(replace(gpt_oss, expert_bias=False), three, TRAINING, options=options)
+    per_token_saved = gpt_oss.moe_act_expert - gpt_oss.top_k * gpt_oss.hidden  # the k x 3 x width intermediates
+    expected = gpt_oss.moe_layers * per_token_saved * 3 * 4096 * 2 / 2**30
+    assert kept["activations"] - chunked["activations"] == pytest.approx(expected, rel=1e-6)
+    compute, recompute, _ = throughput.compute_seconds(gpt_oss, three, TRAINING, gpu, options=options)
+    plain = throughput.compute_seconds(replace(gpt_oss, expert_bias=False), three, TRAINING, gpu, options=options)
+    assert compute == pytest.approx(plain[0]) and plain[1] == 0.0  # no recompute without the checkpointed MLP
+    assert 0.0 < recompute < compute / 3  # one forward of the expert GEMMs, a part of the whole forward

@@ -247,6 +247,26 @@ def weights_stay_gathered(shape: ModelShape, layout: Layout, options: RecipeOpti
     return deferred
 
 
+# AutoModel's `_EXPERT_MLP_CHUNK_BYTES` (components/moe/experts.py): the gate/up output size past which a biased
+# expert MLP is checkpointed in row chunks
+EXPERT_MLP_CHUNK_BYTES = 512 * 2**20
+
+
+def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: TrainingSpec,
+                            options: RecipeOptions) -> bool:
+    """AutoModel runs a biased expert MLP (GPT-OSS) under activation checkpointing, in 4096-row chunks, once the
+    bf16 gate/up output on a rank passes EXPERT_MLP_CHUNK_BYTES (GroupedExpertsDeepEP.forward, the flex
+    dispatchers' path; not with torchao's MXFP8 grouped GEMMs): a rank receives every micro-batch token's top_k
+    copies over its EP group, each 2 x expert width wide. Then only the dispatched copies are kept for backward,
+    which replays the chunks' two grouped GEMMs."""
+    if options.framework != "automodel" or not shape.expert_bias or layout.dispatcher not in FLEX_DISPATCHERS:
+        return False
+    if training.precision == "fp8" and options.fp8_recipe == "mxfp8":
+        return False
+    rows = micro_batch_tokens(layout, training.seq_length) * shape.top_k
+    return rows * 2 * shape.expert_width * BF16 > EXPERT_MLP_CHUNK_BYTES
+
+
 def kept_activation_share(mode: str) -> float:
     """Share of a layer's no-checkpointing activations kept until backward without "full" checkpointing
     (which keeps only each layer's input: `_rank_parts`): all of them, or selective's saved op outputs."""
@@ -355,7 +375,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
     moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
-    moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
+    moe_expert = (shape.top_k * shape.hidden if expert_mlp_checkpointed(shape, layout, training, options)
+                  else shape.moe_act_expert) + (shape.moe_act_output if options.framework == "megatron" else 0.0)
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB

@@ -70,6 +70,9 @@ class ModelShape:
     # AutoModel builds its own implementation of the model (not Hugging Face's): it carries a BackendConfig,
     # whose attention backend defaults to Transformer Engine's (`backend.attn: te`)
     automodel_class: bool = False
+    # AutoModel's own MoE class with biased experts (GPT-OSS's gate_up_proj_bias and down_proj_bias), whose bf16
+    # expert MLP it may checkpoint in chunks (cost/memory.expert_mlp_checkpointed)
+    expert_bias: bool = False
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -211,4 +214,5 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         moe_layer_tp_whole=pc.norms_per_layer + qk_norm + pc.router_per_moe_layer,
         fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
         automodel_class=bool((cls := model_class(spec.family)) and cls.custom),
+        expert_bias=own_moe and spec.is_moe and spec.mlp_bias,
     )

@@ -35,6 +35,7 @@ from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
     RecipeOptions,
     checkpointing_mode,
+    expert_mlp_checkpointed,
     micro_batch_tokens,
     micro_batches_per_step,
     split_loads,
@@ -404,7 +405,9 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     compute = (attention_time + gemm_time + streamed) * imbalance
     # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     replayed = replayed_forward(checkpointing_mode(layout, options), layout)
-    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time
+    # a checkpointed biased expert MLP (`expert_mlp_checkpointed`) replays its grouped GEMMs' forward once more
+    expert_replay = tokens_per_gpu * expert_time if expert_mlp_checkpointed(shape, layout, training, options) else 0.0
+    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time + expert_replay
                  + replayed.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
