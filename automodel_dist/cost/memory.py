@@ -190,7 +190,9 @@ class RecipeOptions:
     (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs by default
     (`throughput.attention_kernel`). `fsdp_optimizations`: AutoModel's `model.backend.enable_fsdp_optimizations`
     (default false), which keeps an MoE model's weights unsharded across the micro batches of a deferred
-    gradient sync (`weights_stay_gathered`).
+    gradient sync (`weights_stay_gathered`). `preserve_fp32_weights`, `grad_reduce_in_fp32`:
+    MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
+    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer.
     """
 
     checkpointing: str | None = None
@@ -205,6 +207,8 @@ class RecipeOptions:
     ep_overlap: bool = True
     attention: str | None = None
     fsdp_optimizations: bool = False
+    preserve_fp32_weights: bool = False
+    grad_reduce_in_fp32: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -313,8 +317,14 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
                            dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
-                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
+    weights = grads = main = sharded_w * weight_bytes + fp32_extra
+    if layout.strategy == "megatron_fsdp":  # its flat buffers (tests/test_model_oracle.py measures them)
+        if options.preserve_fp32_weights:
+            main = sharded_w * FP32 + fp32_extra
+            weights += main
+        if options.grad_reduce_in_fp32:
+            grads = sharded_w * FP32 + fp32_extra
+    return ModelStates(weights, grads, main * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(

@@ -50,4 +50,6 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         async_tp=distributed.get("enable_async_tensor_parallel") is True,
         balanced_gate=backend.get("fake_balanced_gate") is True,
         fsdp_optimizations=backend.get("enable_fsdp_optimizations") is True,
+        preserve_fp32_weights=distributed.get("preserve_fp32_weights") is True,
+        grad_reduce_in_fp32=distributed.get("grad_reduce_in_fp32") is True,
     )
