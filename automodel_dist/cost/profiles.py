@@ -2,8 +2,13 @@
 
 Physics (how fast a GEMM of a given shape runs on a GPU generation, how much faster FP8 makes it) is
 shared by every stack; a `FrameworkProfile` holds what differs between AutoModel, Megatron-Bridge and
-torchtitan (their kernels' overall efficiency, how much of the MoE dispatch they hide, how much of a
-whether they run torch's pipeline runtime, how much of TP's traffic async TP hides).
+torchtitan (which attention kernels they run, how much of the MoE dispatch they hide, whether they run
+torch's pipeline runtime, how much of TP's traffic async TP hides, whether their memory-bound ops are fused).
+
+The GEMM efficiency is physics, not a profile's: all three stacks run their linear layers as cuBLAS GEMMs
+(Transformer Engine's Linear and torch's nn.Linear call the same cuBLASLt kernels), so one efficiency serves
+all of them; what differs between stacks is what runs around the GEMMs. That also keeps a stack's rows
+predictable when its only model family is held out (every torchtitan row is Llama).
 
 The values are data: `fitted_parameters.json`, written by `benchmarks/calibration.py --fit` (a least-squares
 fit on log throughput error over the measurement set in benchmarks/measurements/ and
@@ -17,8 +22,8 @@ import json
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
-FRAMEWORKS = ("automodel", "megatron", "torchtitan")
 DEFAULT_FRAMEWORK = "automodel"
 PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 
@@ -27,45 +32,54 @@ PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
-    `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs. `attention_efficiency`: the
-    stack's fused attention kernel's share of that (its backward especially runs below the GEMMs'): Megatron
-    runs Transformer Engine's cuDNN attention (`megatron.attention_efficiency`), AutoModel and torchtitan
-    PyTorch's (the shared `attention_efficiency`).
+    `attention_kernel`: the family of fused attention kernels the stack runs, whose efficiency is physics
+    (`Physics.attention_efficiency`): Transformer Engine's cuDNN attention ("te": Megatron, and AutoModel,
+    whose own model classes default to `backend.attn: te`, automodel.md §6) or PyTorch's SDPA ("sdpa":
+    torchtitan). `attention_efficiency` is that kernel family's value.
+    `fused_elementwise`: the stack's memory-bound ops run as fused kernels by default (Megatron's TE fusions;
+    torchtitan under torch.compile, which its benchmarks use) rather than one eager kernel per op (AutoModel);
+    a run may say otherwise (`RecipeOptions.compiled`).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP
     comm overlap.
     `peft_efficiency`: speed of LoRA steps relative to the counted FLOPs (thin adapter GEMMs).
-    `grad_sync_every_micro_batch`: the stack reduces gradients every micro batch (Megatron's DDP/dist-opt).
     `torch_pipeline`: the stack runs torch.distributed.pipelining (blocking send/receive; its schedule is
     replayed, cost/pipeline.py).
     """
 
     name: str
-    kernel_efficiency: float
+    attention_kernel: str
     attention_efficiency: float
     ep_overlap: float
     tp_exposed: float
     peft_efficiency: float
     torch_pipeline: bool
+    fused_elementwise: bool
 
 
 @dataclass(frozen=True)
 class Physics:
     """Shared hardware laws (see the module docstring).
 
-    GEMM efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of the stack's
-    `kernel_efficiency` (m tokens, n the output width per rank); routed experts run as grouped GEMMs whose
-    extra scheduling costs `grouped_gemm_efficiency`. `gpu_efficiency` scales a GPU's achieved share of its
+    `kernel_efficiency` is the achieved share of the bf16 peak on large dense GEMMs (cuBLAS, every stack);
+    GEMM efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of it (m tokens,
+    n the output width per rank); routed experts run as grouped GEMMs whose extra scheduling costs
+    `grouped_gemm_efficiency`. `attention_efficiency` is each fused attention kernel family's share of the
+    GEMMs' rate ("te": cuDNN through Transformer Engine; "sdpa": PyTorch's flash kernels), its backward
+    especially running below the GEMMs'. `gpu_efficiency` scales a GPU's achieved share of its
     peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W); `fp8_speedup` is the
     linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
     quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
     `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
-    activations, MoE permutes) over a training step; `alltoall_efficiency` is
-    the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL all-to-all, one copy per
-    routed expert) reaches.
+    activations, MoE permutes) over a training step when they run fused, `eager_elementwise_bytes` when each
+    op is its own kernel (every intermediate of a norm, rotary or SwiGLU chain round-trips HBM);
+    `alltoall_efficiency` is the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL
+    all-to-all, one copy per routed expert) reaches.
     """
 
+    kernel_efficiency: float
+    attention_efficiency: dict[str, float]
     gemm_tokens: float
     gemm_width: float
     grouped_gemm_efficiency: float
@@ -73,6 +87,7 @@ class Physics:
     fp8_speedup: dict[str, float]
     fp8_overhead_width: float
     elementwise_bytes: float
+    eager_elementwise_bytes: float
     alltoall_efficiency: float
 
 
@@ -111,26 +126,49 @@ class Parameters:
         try:
             return self.profiles[framework]
         except KeyError:
-            raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}") from None
+            raise ValueError(f"framework must be one of {tuple(STACKS)}, got {framework!r}") from None
+
+
+class StackFacts(NamedTuple):
+    """What a stack runs, read from its code (not fitted)."""
+
+    attention_kernel: str
+    fused_elementwise: bool
+    torch_pipeline: bool
+
+
+# AutoModel: TE attention by default in its own model classes (automodel.md §6), eager torch norms, rotary and
+# activations (`rms_norm: torch_fp32`, `rope_fusion` forced off), torch.distributed.pipelining. Megatron: TE's
+# cuDNN attention and fused norm/SwiGLU/RoPE kernels, its own schedules. torchtitan: SDPA, torch.compile in
+# its published benchmarks (each row says when it ran eager), torch.distributed.pipelining.
+STACKS = {
+    "automodel": StackFacts(attention_kernel="te", fused_elementwise=False, torch_pipeline=True),
+    "megatron": StackFacts(attention_kernel="te", fused_elementwise=True, torch_pipeline=False),
+    "torchtitan": StackFacts(attention_kernel="sdpa", fused_elementwise=True, torch_pipeline=True),
+}
 
 
 def _from_json(data: dict) -> Parameters:
     values = {name: entry["value"] for name, entry in data["parameters"].items()}
+
+    def keyed(prefix: str) -> dict[str, float]:
+        return {k.split(":", 1)[1]: v for k, v in values.items() if k.startswith(f"{prefix}:")}
+
     physics = Physics(
+        kernel_efficiency=values["kernel_efficiency"], attention_efficiency=keyed("attention_efficiency"),
         gemm_tokens=values["gemm_tokens"], gemm_width=values["gemm_width"],
         grouped_gemm_efficiency=values["grouped_gemm_efficiency"],
-        gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
-        fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
+        gpu_efficiency=keyed("gpu_efficiency"), fp8_speedup=keyed("fp8_speedup"),
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
-        alltoall_efficiency=values["alltoall_efficiency"],
+        eager_elementwise_bytes=values["eager_elementwise_bytes"], alltoall_efficiency=values["alltoall_efficiency"],
     )
     profiles = {}
-    for name in FRAMEWORKS:
-        kw = {f.name: values.get(f"{name}.{f.name}") for f in fields(FrameworkProfile)
-              if f.name not in ("name", "torch_pipeline")}
-        # the torch stacks (AutoModel, torchtitan) share PyTorch's attention kernels; Megatron runs TE's cuDNN ones
-        kw["attention_efficiency"] = kw["attention_efficiency"] or values["attention_efficiency"]
-        profiles[name] = FrameworkProfile(name=name, torch_pipeline=name != "megatron", **kw)
+    for name, facts in STACKS.items():
+        kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
+              if f.name not in ("name", "attention_efficiency", *StackFacts._fields)}
+        profiles[name] = FrameworkProfile(
+            name=name, attention_efficiency=physics.attention_efficiency[facts.attention_kernel], **facts._asdict(),
+            **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
     return Parameters(physics=physics, profiles=profiles, cv_bands=bands)

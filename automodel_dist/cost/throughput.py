@@ -50,11 +50,11 @@ from automodel_dist.problem import TrainingSpec
 # The efficiency of GEMMs, attention, FP8, GPUs and each stack's overlap are fitted parameters
 # (cost/profiles.py, cost/fitted_parameters.json). What follows are physical priors the measurements cannot
 # pin down, each with its source.
-# Achievable share of the quoted link bandwidth for ring collectives. Vendors quote NVLink per GPU as
-# both directions together (H100: 900 GB/s = 450 each way); a ring sends one way, and NCCL's measured
-# bus bandwidth on 8xH100 NVSwitch is about 360-450 GB/s, so 0.4 of the quoted figure. The network
-# figure is one direction already (400 Gb/s NIC per GPU).
-NVLINK_EFFICIENCY = 0.4
+# Achievable share of the link bandwidth for ring collectives. The presets store NVLink per GPU one way
+# (H100: 450 GB/s of the 900 quoted for both directions; data/presets/hardware/README.md); a ring sends one
+# way, and NCCL's measured bus bandwidth for all-gather/reduce-scatter on 8xH100 NVSwitch is about 360 GB/s
+# (nccl-tests), so 0.8 of the stored figure. The network figure is one direction too (400 Gb/s NIC per GPU).
+NVLINK_EFFICIENCY = 0.8
 INTERNODE_EFFICIENCY = 0.8
 # AutoModel's tensor parallelism is DTensor's (torch ColwiseParallel/RowwiseParallel plans): its
 # all-gathers and reduce-scatters run on the critical path. `enable_async_tensor_parallel` (torch's
@@ -141,9 +141,10 @@ def hbm_bytes_per_s(gpu: GpuSpec) -> float:
     return gpu.hbm_tbps * 1e12 if gpu.hbm_tbps else gpu.tflops_bf16 * 1e12 / FLOPS_PER_HBM_BYTE
 
 
-def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> float:
+def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics, *, fused: bool = True) -> float:
     """HBM bytes of memory-bound work (norms, rotary, activations, MoE permutes, residuals) per token of a
-    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element.
+    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element,
+    fused (`physics.elementwise_bytes`) or one eager kernel per op (`physics.eager_elementwise_bytes`).
 
     With TP every rank streams its group's tokens through the tensors TP does not split (unless sequence
     parallelism splits them); routed-expert tensors hold top-k copies of each token.
@@ -152,7 +153,16 @@ def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> fl
     rep = tp if not layout.sequence_parallel else 1  # replicated tensors: every TP rank streams them whole
     dense = shape.dense_act_rep * rep + shape.dense_act_tp
     moe = (shape.moe_act_rep + shape.moe_act_expert) * rep + shape.moe_act_tp
-    return (shape.dense_layers * dense + shape.moe_layers * moe) * physics.elementwise_bytes
+    per_element = physics.elementwise_bytes if fused else physics.eager_elementwise_bytes
+    return (shape.dense_layers * dense + shape.moe_layers * moe) * per_element
+
+
+def runs_fused(options: RecipeOptions, params: Parameters) -> bool:
+    """Whether the run's memory-bound ops are fused kernels: the recipe's say (torch.compile on or off), else
+    its stack's default."""
+    if options.compiled is not None:
+        return options.compiled
+    return params.profile(options.framework).fused_elementwise
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
@@ -338,7 +348,7 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     seq = training.seq_length
     tokens_per_gpu = training.global_batch_size * seq / (layout.world_size or 1)
     mb_tokens = micro_batch_tokens(layout, seq)
-    peak = gpu.tflops_bf16 * 1e12 * profile.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
+    peak = gpu.tflops_bf16 * 1e12 * physics.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
     if training.is_peft:
         peak *= profile.peft_efficiency
     dense_width = shape.hidden / tp  # the narrower side of a TP-split dense GEMM
@@ -369,7 +379,8 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
     attention_rate = peak * profile.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
     attention_time = tokens_per_gpu * attention / attention_rate
-    streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
+    streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options, params))
+                / hbm_bytes_per_s(gpu))
     imbalance = stage_imbalance(shape, layout)
     gemm_time = tokens_per_gpu * (linear_time + expert_time)
     compute = (attention_time + gemm_time + streamed) * imbalance
