@@ -200,13 +200,21 @@ def prior_residuals(x, prior, prior_sd):
     parameters file, with its source), weighted like one measured row ROBUST_SCALE off: where the rows pin a
     parameter they decide, and where they do not (directions the rows leave flat, e.g. GEMM efficiency against
     FP8 speed-up on rows that are all FP8, or a stack whose only family is held out) the physical estimate
-    does, instead of whatever value happens to trade off against another."""
-    return ROBUST_SCALE * (x - prior) / prior_sd
+    does, instead of whatever value happens to trade off against another.
+
+    The prior is Gaussian: its cost grows with the square of the distance however far it is. The fit's robust
+    loss (soft_l1, for the rows: releases differ by more than layouts) would make it linear beyond
+    ROBUST_SCALE, so the residual handed to it is the one whose robust cost is that square."""
+    import numpy as np
+
+    quadratic = ROBUST_SCALE * (x - prior) / prior_sd
+    f2 = ROBUST_SCALE ** 2
+    return np.sign(quadratic) * ROBUST_SCALE * np.sqrt((1.0 + quadratic ** 2 / (2.0 * f2)) ** 2 - 1.0)
 
 
 def least_squares_fit(rows: Sequence[CalibrationRow], names: Sequence[str], start: dict[str, float],
                       fixed: dict[str, float]) -> tuple[dict[str, float], object]:
-    """Fit `names` on `rows` (log error, weak prior pull); returns the values and scipy's result."""
+    """Fit `names` on `rows` (robust log error, Gaussian priors); returns the values and scipy's result."""
     import numpy as np
     from scipy.optimize import least_squares
 
