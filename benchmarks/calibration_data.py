@@ -82,6 +82,7 @@ class CalibrationRow:
     framework: str = "automodel"  # automodel | megatron | torchtitan: the profile that times it
     balanced_gate: bool = False  # AutoModel's fake_balanced_gate (its benchmark recipes; a learned router otherwise)
     fp8_recipe: str = "tensorwise"  # tensorwise (per-tensor current scaling) | rowwise | blockwise | mxfp8
+    attention: str | None = None  # the attention kernel the run names (AutoModel's backend.attn); None: the default
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
@@ -167,7 +168,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         gpu="h100", world_size=8,
         layout={"ep": 8, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "deepep"},
         seq_length=4096, global_batch_size=256, checkpointing="none", logit_bytes=0, balanced_gate=True,
-        tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
+        attention="flex", tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
         notes="10.04 s/step; TE + DeepEP + FlexAttn, experts torch_mm; FusedLinearCrossEntropy",
     ),
     CalibrationRow(
@@ -285,11 +286,11 @@ ROWS: tuple[CalibrationRow, ...] = (
 
 # --- AutoModel's current performance page, rows beyond the calibration notes: held out ---
 def _am_page(name: str, model: str, world: int, layout: dict[str, Any], gbs: int, step_s: float, tflops: float,
-             tps: float, notes: str, checkpointing: str = "full") -> CalibrationRow:
+             tps: float, notes: str, checkpointing: str = "full", attention: str | None = None) -> CalibrationRow:
     return CalibrationRow(
         name=name, source=AUTOMODEL_PAGE, model=model, gpu="h100", world_size=world, layout=layout, seq_length=4096,
         global_batch_size=gbs, checkpointing=checkpointing, logit_bytes=4, balanced_gate=True, tokens_per_s_per_gpu=tps,
-        tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}",
+        tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}", attention=attention,
     )
 
 
@@ -306,7 +307,7 @@ HELD_OUT_ROWS: tuple[CalibrationRow, ...] = (
              "TE + DeepEP (recipe: deepep, gmm experts); GA 2"),
     _am_page("AMp GPT-OSS-120B 64xH100 EP64", "openai/gpt-oss-120b", 64,
              {"ep": 64, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "hybridep"}, 512, 4.30,
-             231, 7626, "TE + DeepEP + FlexAttn; no activation checkpointing", checkpointing="none"),
+             231, 7626, "TE + DeepEP + FlexAttn; no activation checkpointing", checkpointing="none", attention="flex"),
 )
 
 

@@ -186,8 +186,10 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds). `compiled`: the memory-bound ops run fused (torch.compile, or
-    the stack's fused kernels) or eager, one kernel per op; None takes the stack's default
+    writes only where every prerequisite holds). `attention`: the attention kernel the recipe names
+    (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs by default
+    (`throughput.attention_kernel`). `compiled`: the memory-bound ops run fused (torch.compile, or the stack's
+    fused kernels) or eager, one kernel per op; None takes the stack's default
     (`FrameworkProfile.fused_elementwise`).
     """
 
@@ -201,6 +203,7 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    attention: str | None = None
     compiled: bool | None = None
 
     @property

@@ -2,8 +2,9 @@
 
 Physics (how fast a GEMM of a given shape runs on a GPU generation, how much faster FP8 makes it) is
 shared by every stack; a `FrameworkProfile` holds what differs between AutoModel, Megatron-Bridge and
-torchtitan (which attention kernels they run, how much of the MoE dispatch they hide, whether they run
-torch's pipeline runtime, how much of TP's traffic async TP hides, whether their memory-bound ops are fused).
+torchtitan (how much of the MoE dispatch they hide, whether they run torch's pipeline runtime, how much of TP's
+traffic async TP hides, whether their memory-bound ops are fused); which attention kernels a run uses is
+`throughput.attention_kernel`.
 
 The GEMM efficiency is physics, not a profile's: all three stacks run their linear layers as cuBLAS GEMMs
 (Transformer Engine's Linear and torch's nn.Linear call the same cuBLASLt kernels), so one efficiency serves
@@ -32,10 +33,6 @@ PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
-    `attention_kernel`: the family of fused attention kernels the stack runs, whose efficiency is physics
-    (`Physics.attention_efficiency`): Transformer Engine's cuDNN attention ("te": Megatron, and AutoModel,
-    whose own model classes default to `backend.attn: te`, automodel.md §6) or PyTorch's SDPA ("sdpa":
-    torchtitan). `attention_efficiency` is that kernel family's value.
     `fused_elementwise`: the stack's memory-bound ops run as fused kernels by default (Megatron's TE fusions;
     torchtitan under torch.compile, which its benchmarks use) rather than one eager kernel per op (AutoModel);
     a run may say otherwise (`RecipeOptions.compiled`).
@@ -49,8 +46,6 @@ class FrameworkProfile:
     """
 
     name: str
-    attention_kernel: str
-    attention_efficiency: float
     ep_overlap: float
     tp_exposed: float
     peft_efficiency: float
@@ -132,19 +127,18 @@ class Parameters:
 class StackFacts(NamedTuple):
     """What a stack runs, read from its code (not fitted)."""
 
-    attention_kernel: str
     fused_elementwise: bool
     torch_pipeline: bool
 
 
-# AutoModel: TE attention by default in its own model classes (automodel.md §6), eager torch norms, rotary and
-# activations (`rms_norm: torch_fp32`, `rope_fusion` forced off), torch.distributed.pipelining. Megatron: TE's
-# cuDNN attention and fused norm/SwiGLU/RoPE kernels, its own schedules. torchtitan: SDPA, torch.compile in
-# its published benchmarks (each row says when it ran eager), torch.distributed.pipelining.
+# AutoModel: eager torch norms, rotary and activations (`rms_norm: torch_fp32`, `rope_fusion` forced off,
+# automodel.md §6), torch.distributed.pipelining. Megatron: TE's fused norm/SwiGLU/RoPE kernels, its own
+# schedules. torchtitan: torch.compile in its published benchmarks (each row says when it ran eager),
+# torch.distributed.pipelining.
 STACKS = {
-    "automodel": StackFacts(attention_kernel="te", fused_elementwise=False, torch_pipeline=True),
-    "megatron": StackFacts(attention_kernel="te", fused_elementwise=True, torch_pipeline=False),
-    "torchtitan": StackFacts(attention_kernel="sdpa", fused_elementwise=True, torch_pipeline=True),
+    "automodel": StackFacts(fused_elementwise=False, torch_pipeline=True),
+    "megatron": StackFacts(fused_elementwise=True, torch_pipeline=False),
+    "torchtitan": StackFacts(fused_elementwise=True, torch_pipeline=True),
 }
 
 
@@ -165,10 +159,8 @@ def _from_json(data: dict) -> Parameters:
     profiles = {}
     for name, facts in STACKS.items():
         kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
-              if f.name not in ("name", "attention_efficiency", *StackFacts._fields)}
-        profiles[name] = FrameworkProfile(
-            name=name, attention_efficiency=physics.attention_efficiency[facts.attention_kernel], **facts._asdict(),
-            **kw)
+              if f.name not in ("name", *StackFacts._fields)}
+        profiles[name] = FrameworkProfile(name=name, **facts._asdict(), **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
     return Parameters(physics=physics, profiles=profiles, cv_bands=bands)

@@ -336,6 +336,28 @@ def _stage_imbalance(shape: ModelShape, pp: int, vpp: int, schedule: str | None)
     return max(1.0, busiest * pp / total) if total > 0 else 1.0
 
 
+def attention_kernel(shape: ModelShape, options: RecipeOptions) -> str:
+    """The attention kernel family a run uses: "te" (Transformer Engine's DotProductAttention, cuDNN fused or
+    flash) or PyTorch's ("sdpa", "flex").
+
+    The recipe may name it (`options.attention`). Otherwise Megatron runs TE's; AutoModel runs TE's on its own
+    model classes (BackendConfig.attn defaults to "te" where TE is installed, automodel.md §6) and PyTorch's
+    SDPA on Hugging Face's classes; torchtitan runs PyTorch's.
+    """
+    if options.attention:
+        return options.attention
+    if options.framework == "megatron" or (options.framework == "automodel" and shape.automodel_class):
+        return "te"
+    return "sdpa"
+
+
+def attention_efficiency(params: Parameters, shape: ModelShape, options: RecipeOptions) -> float:
+    """The attention kernel's share of the GEMMs' rate: its family's fitted value, Transformer Engine's ("te")
+    or PyTorch's ("torch": SDPA's flash kernel, FlexAttention)."""
+    family = "te" if attention_kernel(shape, options) == "te" else "torch"
+    return params.physics.attention_efficiency[family]
+
+
 def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
                     options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None
                     ) -> tuple[float, float, float]:
@@ -377,7 +399,8 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
-    attention_rate = peak * profile.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_rate = (peak * attention_efficiency(params, shape, options) * block
+                      / (block + ATTENTION_BLOCK_TOKENS))
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options, params))
                 / hbm_bytes_per_s(gpu))
