@@ -70,6 +70,10 @@ class ModelShape:
     # AutoModel builds its own implementation of the model (not Hugging Face's): it carries a BackendConfig,
     # whose attention backend defaults to Transformer Engine's (`backend.attn: te`)
     automodel_class: bool = False
+    # the linear layers outside the routed experts as (FLOPs per token over the whole model, the width tensor
+    # parallelism splits): attention projections (query width), dense MLPs and shared experts (their FFN width),
+    # routers, the LM head (vocabulary); each runs at the efficiency its own split width allows
+    dense_gemms: tuple[tuple[float, int], ...] = ()
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -211,4 +215,11 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         moe_layer_tp_whole=pc.norms_per_layer + qk_norm + pc.router_per_moe_layer,
         fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
         automodel_class=bool((cls := model_class(spec.family)) and cls.custom),
+        dense_gemms=tuple((flops, width) for flops, width in (
+            (spec.num_layers * linear, q),
+            (dense_layers * 6.0 * pc.dense_mlp_per_layer, spec.intermediate_size),
+            (moe_layers * 6.0 * pc.shared_per_moe_layer, max(shared_i, 1)),
+            (moe_layers * 6.0 * pc.router_per_moe_layer, max(spec.num_routed_experts, 1)),
+            (6.0 * lm_head_weights, spec.vocab_size),
+        ) if flops),
     )

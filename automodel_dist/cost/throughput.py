@@ -358,6 +358,20 @@ def attention_efficiency(params: Parameters, shape: ModelShape, options: RecipeO
     return params.physics.attention_efficiency[family]
 
 
+def dense_gemm_seconds(shape: ModelShape, physics: Physics, gpu: GpuSpec, peak: float, mb_tokens: float, tp: int,
+                       fp8_recipe: str | None) -> float:
+    """Seconds per token of the linear layers outside the routed experts at `peak` FLOP/s: each at the
+    efficiency its own TP-split width allows (a TP8 split leaves attention projections 1/8 of the query
+    width but the MLP 1/8 of its several times wider FFN), and in FP8 (`fp8_recipe`) at its speed-up less
+    the casts, which cost more the narrower the GEMM."""
+    seconds = 0.0
+    for flops, width in shape.dense_gemms:
+        split = width / tp
+        gemm = flops / (peak * gemm_efficiency(physics, mb_tokens, split))
+        seconds += gemm * fp8_time_factor(physics, gpu, fp8_recipe, split) if fp8_recipe else gemm
+    return seconds
+
+
 def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
                     options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None
                     ) -> tuple[float, float, float]:
@@ -373,20 +387,13 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     peak = gpu.tflops_bf16 * 1e12 * physics.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
     if training.is_peft:
         peak *= profile.peft_efficiency
-    dense_width = shape.hidden / tp  # the narrower side of a TP-split dense GEMM
-    dense_rate = peak * gemm_efficiency(physics, mb_tokens, dense_width)
     scale = shape.flops_scale
     attention = shape.attention_flops * scale
-    dense_linear = (
-        shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * shape.moe_layer_flops
-        + shape.lm_head_flops
-    ) * scale
     experts = shape.moe_layers * shape.moe_expert_flops * scale
-    linear_time = dense_linear / dense_rate
-    expert_time = 0.0
     fp8 = training.precision == "fp8" and gpu.supports_fp8  # no FP8 tensor cores: runs as bf16
-    if fp8:
-        linear_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, dense_width)
+    linear_time = dense_gemm_seconds(shape, physics, gpu, peak, mb_tokens, tp,
+                                     options.fp8_recipe if fp8 else None) * scale
+    expert_time = 0.0
     if experts:
         # grouped GEMMs: each local expert sees the tokens its EP x ETP group dispatches to it: every rank of
         # the group dispatches its own micro-batch share (a TP rank's 1/tp of it under sequence parallelism)
