@@ -57,20 +57,20 @@ class FrameworkProfile:
 class Physics:
     """Shared hardware laws (see the module docstring).
 
-    `kernel_efficiency` is the achieved share of the bf16 peak on large dense GEMMs (cuBLAS, every stack);
-    GEMM efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of it (m tokens,
-    n the output width per rank); routed experts run as grouped GEMMs whose extra scheduling costs
+    `kernel_efficiency` is the achieved share of the bf16 peak on large dense GEMMs (cuBLAS, every stack); GEMM
+    efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of it (m tokens, n the
+    output width per rank); routed experts run as grouped GEMMs whose extra scheduling costs
     `grouped_gemm_efficiency`. `attention_efficiency` is each fused attention kernel family's share of the
-    GEMMs' rate ("te": cuDNN through Transformer Engine; "sdpa": PyTorch's flash kernels), its backward
-    especially running below the GEMMs'. `gpu_efficiency` scales a GPU's achieved share of its
-    peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W); `fp8_speedup` is the
-    linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
-    quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
-    `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
-    activations, MoE permutes) over a training step when they run fused, `eager_elementwise_bytes` when each
-    op is its own kernel (every intermediate of a norm, rotary or SwiGLU chain round-trips HBM);
-    `alltoall_efficiency` is the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL
-    all-to-all, one copy per routed expert) reaches.
+    GEMMs' rate ("te": cuDNN through Transformer Engine; "torch": PyTorch's SDPA flash kernel and
+    FlexAttention), its backward especially running below the GEMMs'. `gpu_efficiency` scales a GPU's achieved
+    share of its peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W);
+    `fp8_speedup` is the linear layers' speed-up per (generation, FP8 recipe) on large GEMMs;
+    `fp8_overhead_width` charges quantization/casting, memory-bound work per element, as width/(width +
+    overhead) of that speed-up; `elementwise_bytes` is the HBM traffic per activation element of the
+    memory-bound ops (norms, activations, MoE permutes) over a training step when they run fused,
+    `eager_elementwise_bytes` when each op is its own kernel (every intermediate of a norm, rotary or SwiGLU
+    chain round-trips HBM); `alltoall_efficiency` is the share of the link bandwidth Megatron's plain `alltoall`
+    dispatcher (NCCL all-to-all, one copy per routed expert) reaches.
     """
 
     kernel_efficiency: float
