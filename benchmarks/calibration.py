@@ -299,8 +299,7 @@ def write_cv_bands(cv: dict[str, float]) -> None:
     for name, error in cv.items():
         row = by_name[name]
         gen = throughput.generation(row_gpu(row).compute_capability)
-        for key in (f"{row.framework}/{row.family}/{gen}", f"{row.framework}/*/{gen}", f"{row.framework}/*/*",
-                    "*/*/*"):
+        for key in profiles.band_groups(row.framework, row.family, gen):
             groups.setdefault(key, []).append(abs(error))
     data = _spec()
     data["cv_bands"] = {k: {"median_abs_error": round(statistics.median(v), 4), "rows": len(v)}

@@ -141,3 +141,12 @@ def test_the_fit_pulls_towards_physical_priors_quadratically():
     assert robust_cost == pytest.approx((f * x) ** 2, rel=1e-9)
     spec = json.loads(PARAMETERS_FILE.read_text())["parameters"]
     assert all(entry["prior_sd"] > 0 for entry in spec.values() if entry["fittable"])
+
+
+def test_a_stack_measured_only_on_another_generation_takes_that_generations_band():
+    """AutoModel's measured rows are all Hopper: its Blackwell estimates quote every stack's cross-validated
+    error on Blackwell, its Hopper ones its own."""
+    params = parameters()
+    assert params.error_band("automodel", "qwen3_next", "blackwell").group == "*/*/blackwell"
+    assert params.error_band("automodel", "llama", "hopper").group.startswith("automodel/")
+    assert params.error_band("megatron", "llama", "blackwell").group == "megatron/llama/blackwell"

@@ -101,6 +101,15 @@ _FAMILIES = ("llama", "qwen2", "qwen3", "deepseek", "kimi", "gpt_oss", "mixtral"
 MIN_BAND_ROWS = 5
 
 
+def band_groups(framework: str, family: str, generation: str) -> tuple[str, ...]:
+    """The groups of measured rows an estimate's error band may come from, most like it first: its stack,
+    family and GPU generation; its stack on that generation; every stack on that generation (a stack measured
+    only on another generation says little of how the shared physics carries over to this one); its stack;
+    every row."""
+    return (f"{framework}/{family}/{generation}", f"{framework}/*/{generation}", f"*/*/{generation}",
+            f"{framework}/*/*", "*/*/*")
+
+
 @dataclass(frozen=True)
 class Parameters:
     physics: Physics
@@ -111,7 +120,7 @@ class Parameters:
         """The band of the most specific group with at least MIN_BAND_ROWS rows (None before any fit)."""
         fam = next((f for f in _FAMILIES if family.lower().replace("-", "_").startswith(f)), family)
         fam = {"qwen2": "qwen2.5", "gpt_oss": "gpt-oss"}.get(fam, fam)
-        for key in (f"{framework}/{fam}/{generation}", f"{framework}/*/{generation}", f"{framework}/*/*", "*/*/*"):
+        for key in band_groups(framework, fam, generation):
             band = self.cv_bands.get(key)
             if band and band.rows >= MIN_BAND_ROWS:
                 return band
