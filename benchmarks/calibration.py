@@ -36,7 +36,7 @@ from calibration_data import ROWS, CalibrationRow
 
 from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
-from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec
 from automodel_dist.cost import profiles, throughput
 from automodel_dist.cost.memory import RecipeOptions, memory_breakdown
 from automodel_dist.cost.model import estimate_layout, framework_memory
@@ -49,7 +49,6 @@ THROUGHPUT_TARGET = 0.15
 MEMORY_TARGET = 0.10
 PAIRWISE_TARGET = 0.90
 MIN_ROWS = 5
-PRIOR_WEIGHT = 0.1  # residual per unit of a parameter's range away from its prior
 ROBUST_SCALE = 0.1  # log errors beyond ~10% weigh linearly, not squared: releases differ by more than layouts
 PAIR_TIE = 0.01  # measured throughputs closer than this are not an ordering to get right
 EVALUATED = tuple(r for r in ROWS if not r.excluded)
@@ -84,10 +83,13 @@ def throughput_error(row: CalibrationRow, tokens_per_s: float, tflops: float) ->
     return None
 
 
+def row_gpu(row: CalibrationRow) -> GpuSpec:
+    """The GPU the row ran on: its preset, with the conditions the source states where they differ."""
+    return replace(get_gpu(row.gpu), **(row.gpu_conditions or {}))
+
+
 def problem_and_layout(row: CalibrationRow) -> tuple[Problem, Layout]:
-    gpu = get_gpu(row.gpu)
-    if row.hbm_gib:
-        gpu = replace(gpu, hbm_gib=row.hbm_gib)
+    gpu = row_gpu(row)
     per_node = min(gpu.gpus_per_node, row.world_size)
     cluster = ClusterSpec(gpu=gpu, nodes=math.ceil(row.world_size / per_node), gpus_per_node=per_node)
     training = TrainingSpec(task=row.task, seq_length=row.seq_length, global_batch_size=row.global_batch_size,
@@ -102,7 +104,8 @@ def _options(row: CalibrationRow, checkpointing: str) -> RecipeOptions:
     return RecipeOptions(checkpointing=checkpointing, master_weights=row.master_weights,
                          logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
                          reduce_dtype=row.reduce_dtype, async_tp=row.async_tp, framework=row.framework,
-                         fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention)
+                         fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention,
+                         compiled=row.compiled)
 
 
 def options(row: CalibrationRow) -> RecipeOptions:
@@ -193,9 +196,26 @@ def _params(names: Sequence[str], values: Sequence[float], base: dict[str, float
     return profiles.parameters_from_values({**base, **dict(zip(names, (float(v) for v in values), strict=True))})
 
 
+def prior_residuals(x, prior, prior_sd):
+    """Each parameter's distance from its prior in units of the prior's physical uncertainty (`prior_sd` in the
+    parameters file, with its source), weighted like one measured row ROBUST_SCALE off: where the rows pin a
+    parameter they decide, and where they do not (directions the rows leave flat, e.g. GEMM efficiency against
+    FP8 speed-up on rows that are all FP8, or a stack whose only family is held out) the physical estimate
+    does, instead of whatever value happens to trade off against another.
+
+    The prior is Gaussian: its cost grows with the square of the distance however far it is. The fit's robust
+    loss (soft_l1, for the rows: releases differ by more than layouts) would make it linear beyond
+    ROBUST_SCALE, so the residual handed to it is the one whose robust cost is that square."""
+    import numpy as np
+
+    quadratic = ROBUST_SCALE * (x - prior) / prior_sd
+    f2 = ROBUST_SCALE ** 2
+    return np.sign(quadratic) * ROBUST_SCALE * np.sqrt((1.0 + quadratic ** 2 / (2.0 * f2)) ** 2 - 1.0)
+
+
 def least_squares_fit(rows: Sequence[CalibrationRow], names: Sequence[str], start: dict[str, float],
                       fixed: dict[str, float]) -> tuple[dict[str, float], object]:
-    """Fit `names` on `rows` (log error, weak prior pull); returns the values and scipy's result."""
+    """Fit `names` on `rows` (robust log error, Gaussian priors); returns the values and scipy's result."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -203,12 +223,13 @@ def least_squares_fit(rows: Sequence[CalibrationRow], names: Sequence[str], star
     lo = np.array([spec[n]["bounds"][0] for n in names])
     hi = np.array([spec[n]["bounds"][1] for n in names])
     prior = np.array([spec[n]["prior"] for n in names])
+    prior_sd = np.array([spec[n]["prior_sd"] for n in names])
     span = hi - lo
 
     def residuals(x: np.ndarray) -> np.ndarray:
         params = _params(names, x, fixed)
         errors = [log_error(r, params) for r in rows]
-        return np.concatenate([errors, PRIOR_WEIGHT * (x - prior) / span])
+        return np.concatenate([errors, prior_residuals(x, prior, prior_sd)])
 
     x0 = np.clip([start[n] for n in names], lo + 1e-9 * span, hi - 1e-9 * span)
     result = least_squares(residuals, x0, bounds=(lo, hi), x_scale=span, diff_step=1e-3, max_nfev=60,
@@ -277,9 +298,8 @@ def write_cv_bands(cv: dict[str, float]) -> None:
     by_name = {r.name: r for r in EVALUATED}
     for name, error in cv.items():
         row = by_name[name]
-        gen = throughput.generation(get_gpu(row.gpu).compute_capability)
-        for key in (f"{row.framework}/{row.family}/{gen}", f"{row.framework}/*/{gen}", f"{row.framework}/*/*",
-                    "*/*/*"):
+        gen = throughput.generation(row_gpu(row).compute_capability)
+        for key in profiles.band_groups(row.framework, row.family, gen):
             groups.setdefault(key, []).append(abs(error))
     data = _spec()
     data["cv_bands"] = {k: {"median_abs_error": round(statistics.median(v), 4), "rows": len(v)}
@@ -436,7 +456,7 @@ def error_table(results: Sequence[RowResult], cv: dict[str, float]) -> str:
     for r in results:
         if r.throughput_error is None:
             continue
-        gen = throughput.generation(get_gpu(r.row.gpu).compute_capability)
+        gen = throughput.generation(row_gpu(r.row).compute_capability)
         for key in ((r.row.framework, gen), (r.row.framework, "all"), ("all", "all")):
             groups.setdefault(key, []).append(r)
     lines = ["| Framework | GPU generation | Rows | In-sample median abs error | CV median abs error | "

@@ -53,8 +53,10 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "vocab_size": 163840}
 
 MB_PERF_LOGIT_BYTES = 2.0
-# torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
-TITAN_HBM_GIB = 95.0
+# torchtitan's Grand Teton H100s (its 2024-12 benchmark notes): 96 GB HBM2e at 2.4 TB/s (the H100 SXM preset has
+# 80 GB HBM3 at 3.35 TB/s), 500 W power limit ("the actual peak TFLOPs number is between SXM and NVL"); the logs put
+# 82.4 GiB at 86.7 %, i.e. 95.0 GiB. Its own name keys the GPU's fitted efficiency (gpu_efficiency:<name>).
+TITAN_GPU = {"name": "h100-96gb-hbm2e-500w", "hbm_gib": 95.0, "hbm_tbps": 2.4}
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ class CalibrationRow:
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
     memory_metric: str = "reserved"  # reserved | allocated
-    hbm_gib: float | None = None  # when the GPU differs from the preset's
+    gpu_conditions: dict[str, Any] | None = None  # GpuSpec fields where the GPUs differ from the preset's
+    compiled: bool | None = None  # torch.compile on or off (None: the stack's default, FrameworkProfile)
     role: str = "fit"  # fit | held-out (never fitted to: AutoModel's performance rows beyond the calibration notes)
     memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
     notes: str = ""
@@ -120,14 +123,14 @@ _MULTI_GPU_LORA = ("AC not recorded in the table; the 70B PEFT benchmark recipe 
 
 def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *, precision: str,
            checkpointing: str, tps: float, memory_gib: float, notes: str, gpu: str = "h100",
-           memory_role: str = "fit", async_tp: bool = False) -> CalibrationRow:
+           memory_role: str = "fit", async_tp: bool = False, compiled: bool = True) -> CalibrationRow:
     """A torchtitan run: fp32 master weights, throughput held out (eager/compile, not AutoModel's TE)."""
     return CalibrationRow(
         name=name, source=TITAN_H200 if gpu == "h200" else TITAN_H100, model=model, gpu=gpu, world_size=world,
         layout=layout, seq_length=seq, global_batch_size=gbs, precision=precision, checkpointing=checkpointing,
         master_weights="fp32", async_tp=async_tp, tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
-        hbm_gib=TITAN_HBM_GIB if gpu == "h100" else None, memory_role=memory_role, notes=notes,
-        framework="torchtitan",
+        gpu_conditions=TITAN_GPU if gpu == "h100" else None, memory_role=memory_role, notes=notes,
+        framework="torchtitan", compiled=compiled,
     )
 
 
@@ -211,12 +214,20 @@ ROWS: tuple[CalibrationRow, ...] = (
     ),
     # --- torchtitan FSDP2 (peers.md §6 rows 1-7): memory fit rows; throughput held out ---
     _titan("TT Llama-3.1-8B FSDP8", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="bf16",
-           checkpointing="selective", tps=5762, memory_gib=82.4, notes="Table 1, eager bf16; 500 W H100"),
+           checkpointing="selective", tps=5762, memory_gib=82.4, notes="Table 1, eager bf16; 500 W H100",
+           compiled=False),
+    _titan("TT Llama-3.1-8B FSDP8 compile", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="bf16",
+           checkpointing="selective", tps=6667, memory_gib=77.0,
+           notes="Table 1, torch.compile bf16; 500 W H100"),
     _titan("TT Llama-3.1-8B FSDP8 compile+fp8", _L8B, 8, {"local_batch_size": 2}, 8192, 16, precision="fp8",
            checkpointing="selective", tps=8532, memory_gib=76.8,
            notes="Table 1; torch.compile not modelled; 500 W H100"),
     _titan("TT Llama-3.1-8B FSDP128", _L8B, 128, {"local_batch_size": 2}, 8192, 256, precision="bf16",
-           checkpointing="selective", tps=5605, memory_gib=67.0, notes="Table 3, eager bf16; 500 W H100"),
+           checkpointing="selective", tps=5605, memory_gib=67.0, notes="Table 3, eager bf16; 500 W H100",
+           compiled=False),
+    _titan("TT Llama-3.1-8B FSDP128 compile", _L8B, 128, {"local_batch_size": 2}, 8192, 256, precision="bf16",
+           checkpointing="selective", tps=6514, memory_gib=62.0,
+           notes="Table 3, torch.compile bf16; 500 W H100"),
     *(
         _titan(f"TT Llama-3.1-8B FSDP{8 // cp} CP{cp} seq{seq // 1024}k", _L8B, 8,
                {"cp": cp, "local_batch_size": 1, "activation_checkpointing": True}, seq, 8 // cp,
@@ -314,7 +325,7 @@ def _titan_async(model: str, world: int, tp: int, lbs: int, checkpointing: str, 
                     "sequence_parallel": True},
             seq_length=8192, global_batch_size=lbs * world // tp, precision=precision, fp8_recipe=recipe,
             checkpointing=checkpointing, master_weights="fp32", async_tp=on, framework="torchtitan",
-            tokens_per_s_per_gpu=tps, hbm_gib=TITAN_HBM_GIB,
+            tokens_per_s_per_gpu=tps, gpu_conditions=TITAN_GPU,
             notes=f"torch.compile, {checkpointing} AC, local batch {lbs}; {quant}")
         for on, tps in ((False, vanilla), (True, async_tps))
     )

@@ -80,10 +80,10 @@ def test_cross_validated_errors_are_stored_for_every_measured_row():
 
 def test_throughput_errors_stay_within_what_the_fit_reached(summary):
     """Issue targets: 15% cross-validated (all rows and AutoModel rows). Reached: AutoModel rows meet it;
-    all rows do not (families whose kernels differ from the others' are predicted from the others)."""
-    assert summary.median_in_sample <= 0.135
+    all rows do not (MoE families whose kernels differ from the others' are predicted from the others)."""
+    assert summary.median_in_sample <= 0.085
     assert summary.median_cv_automodel <= calibration.THROUGHPUT_TARGET
-    assert summary.median_cv <= 0.27
+    assert summary.median_cv <= 0.199
 
 
 def test_pairwise_ordering_of_measured_layouts(results, summary):
@@ -95,10 +95,10 @@ def test_pairwise_ordering_of_measured_layouts(results, summary):
 
 def test_pairwise_ordering_across_releases_stays_where_the_fit_reached(results):
     """Across Megatron-Bridge releases and batch sizes software changes move throughput as much as layouts
-    do: reported, below the target (68% reached), held from getting worse."""
+    do: reported, below the target (84% reached), held from getting worse."""
     broad = calibration.pairs(results, broad=True)
     assert len(broad) >= 150
-    assert sum(calibration.ordered(a, b) for a, b in broad) / len(broad) >= 0.66
+    assert sum(calibration.ordered(a, b) for a, b in broad) / len(broad) >= 0.82
 
 
 def test_pairs_compare_different_layouts_of_the_same_job(results):

@@ -192,7 +192,11 @@ class RecipeOptions:
     (default false), which keeps an MoE model's weights unsharded across the micro batches of a deferred
     gradient sync (`weights_stay_gathered`). `preserve_fp32_weights`, `grad_reduce_in_fp32`:
     MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
-    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer.
+    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer. `attention`: the attention
+    kernel the recipe names (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs
+    by default (`throughput.attention_kernel`). `compiled`: the memory-bound ops run fused (torch.compile, or
+    the stack's fused kernels) or eager, one kernel per op; None takes the stack's default
+    (`FrameworkProfile.fused_elementwise`).
     """
 
     checkpointing: str | None = None
@@ -209,6 +213,8 @@ class RecipeOptions:
     fsdp_optimizations: bool = False
     preserve_fp32_weights: bool = False
     grad_reduce_in_fp32: bool = False
+    attention: str | None = None
+    compiled: bool | None = None
 
     @property
     def reduce_bytes(self) -> int:

@@ -2,8 +2,14 @@
 
 Physics (how fast a GEMM of a given shape runs on a GPU generation, how much faster FP8 makes it) is
 shared by every stack; a `FrameworkProfile` holds what differs between AutoModel, Megatron-Bridge and
-torchtitan (their kernels' overall efficiency, how much of the MoE dispatch they hide, how much of a
-whether they run torch's pipeline runtime, how much of TP's traffic async TP hides).
+torchtitan (how much of the MoE dispatch they hide, whether they run torch's pipeline runtime, how much of TP's
+traffic async TP hides, whether their memory-bound ops are fused); which attention kernels a run uses is
+`throughput.attention_kernel`.
+
+The GEMM efficiency is physics, not a profile's: all three stacks run their linear layers as cuBLAS GEMMs
+(Transformer Engine's Linear and torch's nn.Linear call the same cuBLASLt kernels), so one efficiency serves
+all of them; what differs between stacks is what runs around the GEMMs. That also keeps a stack's rows
+predictable when its only model family is held out (every torchtitan row is Llama).
 
 The values are data: `fitted_parameters.json`, written by `benchmarks/calibration.py --fit` (a least-squares
 fit on log throughput error over the measurement set in benchmarks/measurements/ and
@@ -17,8 +23,8 @@ import json
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
-FRAMEWORKS = ("automodel", "megatron", "torchtitan")
 DEFAULT_FRAMEWORK = "automodel"
 PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 
@@ -27,46 +33,48 @@ PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
-    `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs. `attention_efficiency`: the
-    fused attention kernel's share of that (its backward especially runs below the GEMMs'), by kernel family:
-    Transformer Engine's (cuDNN/flash) in the Megatron profile (`megatron.attention_efficiency`), PyTorch's
-    (SDPA, FlexAttention) in the AutoModel and torchtitan ones (the shared `attention_efficiency`). Which
-    family a run uses is `throughput.attention_kernel` (AutoModel's own model classes run TE's).
+    `fused_elementwise`: the stack's memory-bound ops run as fused kernels by default (Megatron's TE fusions;
+    torchtitan under torch.compile, which its benchmarks use) rather than one eager kernel per op (AutoModel);
+    a run may say otherwise (`RecipeOptions.compiled`).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP
     comm overlap.
     `peft_efficiency`: speed of LoRA steps relative to the counted FLOPs (thin adapter GEMMs).
-    `grad_sync_every_micro_batch`: the stack reduces gradients every micro batch (Megatron's DDP/dist-opt).
     `torch_pipeline`: the stack runs torch.distributed.pipelining (blocking send/receive; its schedule is
     replayed, cost/pipeline.py).
     """
 
     name: str
-    kernel_efficiency: float
-    attention_efficiency: float
     ep_overlap: float
     tp_exposed: float
     peft_efficiency: float
     torch_pipeline: bool
+    fused_elementwise: bool
 
 
 @dataclass(frozen=True)
 class Physics:
     """Shared hardware laws (see the module docstring).
 
-    GEMM efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of the stack's
-    `kernel_efficiency` (m tokens, n the output width per rank); routed experts run as grouped GEMMs whose
-    extra scheduling costs `grouped_gemm_efficiency`. `gpu_efficiency` scales a GPU's achieved share of its
-    peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W); `fp8_speedup` is the
-    linear layers' speed-up per (generation, FP8 recipe) on large GEMMs; `fp8_overhead_width` charges
-    quantization/casting, memory-bound work per element, as width/(width + overhead) of that speed-up;
-    `elementwise_bytes` is the HBM traffic per activation element of the memory-bound ops (norms,
-    activations, MoE permutes) over a training step; `alltoall_efficiency` is
-    the share of the link bandwidth Megatron's plain `alltoall` dispatcher (NCCL all-to-all, one copy per
-    routed expert) reaches.
+    `kernel_efficiency` is the achieved share of the bf16 peak on large dense GEMMs (cuBLAS, every stack); GEMM
+    efficiency of an (m x k) @ (k x n) GEMM is m/(m + gemm_tokens) · n/(n + gemm_width) of it (m tokens, n the
+    output width per rank); routed experts run as grouped GEMMs whose extra scheduling costs
+    `grouped_gemm_efficiency`. `attention_efficiency` is each fused attention kernel family's share of the
+    GEMMs' rate ("te": cuDNN through Transformer Engine; "torch": PyTorch's SDPA flash kernel and
+    FlexAttention), its backward especially running below the GEMMs'. `gpu_efficiency` scales a GPU's achieved
+    share of its peak relative to H100 (power and clock limits: B200 at 1,000 W, GB200 at 1,200 W);
+    `fp8_speedup` is the linear layers' speed-up per (generation, FP8 recipe) on large GEMMs;
+    `fp8_overhead_width` charges quantization/casting, memory-bound work per element, as width/(width +
+    overhead) of that speed-up; `elementwise_bytes` is the HBM traffic per activation element of the
+    memory-bound ops (norms, activations, MoE permutes) over a training step when they run fused,
+    `eager_elementwise_bytes` when each op is its own kernel (every intermediate of a norm, rotary or SwiGLU
+    chain round-trips HBM); `alltoall_efficiency` is the share of the link bandwidth Megatron's plain `alltoall`
+    dispatcher (NCCL all-to-all, one copy per routed expert) reaches.
     """
 
+    kernel_efficiency: float
+    attention_efficiency: dict[str, float]
     gemm_tokens: float
     gemm_width: float
     grouped_gemm_efficiency: float
@@ -74,6 +82,7 @@ class Physics:
     fp8_speedup: dict[str, float]
     fp8_overhead_width: float
     elementwise_bytes: float
+    eager_elementwise_bytes: float
     alltoall_efficiency: float
 
 
@@ -92,6 +101,15 @@ _FAMILIES = ("llama", "qwen2", "qwen3", "deepseek", "kimi", "gpt_oss", "mixtral"
 MIN_BAND_ROWS = 5
 
 
+def band_groups(framework: str, family: str, generation: str) -> tuple[str, ...]:
+    """The groups of measured rows an estimate's error band may come from, most like it first: its stack,
+    family and GPU generation; its stack on that generation; every stack on that generation (a stack measured
+    only on another generation says little of how the shared physics carries over to this one); its stack;
+    every row."""
+    return (f"{framework}/{family}/{generation}", f"{framework}/*/{generation}", f"*/*/{generation}",
+            f"{framework}/*/*", "*/*/*")
+
+
 @dataclass(frozen=True)
 class Parameters:
     physics: Physics
@@ -102,7 +120,7 @@ class Parameters:
         """The band of the most specific group with at least MIN_BAND_ROWS rows (None before any fit)."""
         fam = next((f for f in _FAMILIES if family.lower().replace("-", "_").startswith(f)), family)
         fam = {"qwen2": "qwen2.5", "gpt_oss": "gpt-oss"}.get(fam, fam)
-        for key in (f"{framework}/{fam}/{generation}", f"{framework}/*/{generation}", f"{framework}/*/*", "*/*/*"):
+        for key in band_groups(framework, fam, generation):
             band = self.cv_bands.get(key)
             if band and band.rows >= MIN_BAND_ROWS:
                 return band
@@ -112,26 +130,46 @@ class Parameters:
         try:
             return self.profiles[framework]
         except KeyError:
-            raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}") from None
+            raise ValueError(f"framework must be one of {tuple(STACKS)}, got {framework!r}") from None
+
+
+class StackFacts(NamedTuple):
+    """What a stack runs, read from its code (not fitted)."""
+
+    fused_elementwise: bool
+    torch_pipeline: bool
+
+
+# AutoModel: eager torch norms, rotary and activations (`rms_norm: torch_fp32`, `rope_fusion` forced off,
+# automodel.md §6), torch.distributed.pipelining. Megatron: TE's fused norm/SwiGLU/RoPE kernels, its own
+# schedules. torchtitan: torch.compile in its published benchmarks (each row says when it ran eager),
+# torch.distributed.pipelining.
+STACKS = {
+    "automodel": StackFacts(fused_elementwise=False, torch_pipeline=True),
+    "megatron": StackFacts(fused_elementwise=True, torch_pipeline=False),
+    "torchtitan": StackFacts(fused_elementwise=True, torch_pipeline=True),
+}
 
 
 def _from_json(data: dict) -> Parameters:
     values = {name: entry["value"] for name, entry in data["parameters"].items()}
+
+    def keyed(prefix: str) -> dict[str, float]:
+        return {k.split(":", 1)[1]: v for k, v in values.items() if k.startswith(f"{prefix}:")}
+
     physics = Physics(
+        kernel_efficiency=values["kernel_efficiency"], attention_efficiency=keyed("attention_efficiency"),
         gemm_tokens=values["gemm_tokens"], gemm_width=values["gemm_width"],
         grouped_gemm_efficiency=values["grouped_gemm_efficiency"],
-        gpu_efficiency={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("gpu_efficiency:")},
-        fp8_speedup={k.split(":", 1)[1]: v for k, v in values.items() if k.startswith("fp8_speedup:")},
+        gpu_efficiency=keyed("gpu_efficiency"), fp8_speedup=keyed("fp8_speedup"),
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
-        alltoall_efficiency=values["alltoall_efficiency"],
+        eager_elementwise_bytes=values["eager_elementwise_bytes"], alltoall_efficiency=values["alltoall_efficiency"],
     )
     profiles = {}
-    for name in FRAMEWORKS:
-        kw = {f.name: values.get(f"{name}.{f.name}") for f in fields(FrameworkProfile)
-              if f.name not in ("name", "torch_pipeline")}
-        # the torch stacks (AutoModel, torchtitan) share PyTorch's attention kernels; Megatron runs TE's cuDNN ones
-        kw["attention_efficiency"] = kw["attention_efficiency"] or values["attention_efficiency"]
-        profiles[name] = FrameworkProfile(name=name, torch_pipeline=name != "megatron", **kw)
+    for name, facts in STACKS.items():
+        kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
+              if f.name not in ("name", *StackFacts._fields)}
+        profiles[name] = FrameworkProfile(name=name, **facts._asdict(), **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
     return Parameters(physics=physics, profiles=profiles, cv_bands=bands)

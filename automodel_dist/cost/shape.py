@@ -73,6 +73,10 @@ class ModelShape:
     # AutoModel's own MoE class with biased experts (GPT-OSS's gate_up_proj_bias and down_proj_bias), whose bf16
     # expert MLP it may checkpoint in chunks (cost/memory.expert_mlp_checkpointed)
     expert_bias: bool = False
+    # the linear layers outside the routed experts as (FLOPs per token over the whole model, the width tensor
+    # parallelism splits): attention projections (query width), dense MLPs and shared experts (their FFN width),
+    # routers, the LM head (vocabulary); each runs at the efficiency its own split width allows
+    dense_gemms: tuple[tuple[float, int], ...] = ()
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -215,4 +219,11 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
         automodel_class=bool((cls := model_class(spec.family)) and cls.custom),
         expert_bias=own_moe and spec.is_moe and spec.mlp_bias,
+        dense_gemms=tuple((flops, width) for flops, width in (
+            (spec.num_layers * linear, q),
+            (dense_layers * 6.0 * pc.dense_mlp_per_layer, spec.intermediate_size),
+            (moe_layers * 6.0 * pc.shared_per_moe_layer, max(shared_i, 1)),
+            (moe_layers * 6.0 * pc.router_per_moe_layer, max(spec.num_routed_experts, 1)),
+            (6.0 * lm_head_weights, spec.vocab_size),
+        ) if flops),
     )

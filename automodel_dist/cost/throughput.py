@@ -52,11 +52,11 @@ from automodel_dist.problem import TrainingSpec
 # The efficiency of GEMMs, attention, FP8, GPUs and each stack's overlap are fitted parameters
 # (cost/profiles.py, cost/fitted_parameters.json). What follows are physical priors the measurements cannot
 # pin down, each with its source.
-# Achievable share of the quoted link bandwidth for ring collectives. Vendors quote NVLink per GPU as
-# both directions together (H100: 900 GB/s = 450 each way); a ring sends one way, and NCCL's measured
-# bus bandwidth on 8xH100 NVSwitch is about 360-450 GB/s, so 0.4 of the quoted figure. The network
-# figure is one direction already (400 Gb/s NIC per GPU).
-NVLINK_EFFICIENCY = 0.4
+# Achievable share of the link bandwidth for ring collectives. The presets store NVLink per GPU one way
+# (H100: 450 GB/s of the 900 quoted for both directions; data/presets/hardware/README.md); a ring sends one
+# way, and NCCL's measured bus bandwidth for all-gather/reduce-scatter on 8xH100 NVSwitch is about 360 GB/s
+# (nccl-tests), so 0.8 of the stored figure. The network figure is one direction too (400 Gb/s NIC per GPU).
+NVLINK_EFFICIENCY = 0.8
 INTERNODE_EFFICIENCY = 0.8
 # AutoModel's tensor parallelism is DTensor's (torch ColwiseParallel/RowwiseParallel plans): its
 # all-gathers and reduce-scatters run on the critical path. `enable_async_tensor_parallel` (torch's
@@ -143,9 +143,10 @@ def hbm_bytes_per_s(gpu: GpuSpec) -> float:
     return gpu.hbm_tbps * 1e12 if gpu.hbm_tbps else gpu.tflops_bf16 * 1e12 / FLOPS_PER_HBM_BYTE
 
 
-def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> float:
+def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics, *, fused: bool = True) -> float:
     """HBM bytes of memory-bound work (norms, rotary, activations, MoE permutes, residuals) per token of a
-    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element.
+    GPU's share: the activation elements each layer writes and reads back, at the fitted bytes per element,
+    fused (`physics.elementwise_bytes`) or one eager kernel per op (`physics.eager_elementwise_bytes`).
 
     With TP every rank streams its group's tokens through the tensors TP does not split (unless sequence
     parallelism splits them); routed-expert tensors hold top-k copies of each token.
@@ -154,7 +155,16 @@ def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics) -> fl
     rep = tp if not layout.sequence_parallel else 1  # replicated tensors: every TP rank streams them whole
     dense = shape.dense_act_rep * rep + shape.dense_act_tp
     moe = (shape.moe_act_rep + shape.moe_act_expert) * rep + shape.moe_act_tp
-    return (shape.dense_layers * dense + shape.moe_layers * moe) * physics.elementwise_bytes
+    per_element = physics.elementwise_bytes if fused else physics.eager_elementwise_bytes
+    return (shape.dense_layers * dense + shape.moe_layers * moe) * per_element
+
+
+def runs_fused(options: RecipeOptions, params: Parameters) -> bool:
+    """Whether the run's memory-bound ops are fused kernels: the recipe's say (torch.compile on or off), else
+    its stack's default."""
+    if options.compiled is not None:
+        return options.compiled
+    return params.profile(options.framework).fused_elementwise
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
@@ -328,12 +338,6 @@ def _stage_imbalance(shape: ModelShape, pp: int, vpp: int, schedule: str | None)
     return max(1.0, busiest * pp / total) if total > 0 else 1.0
 
 
-# The stack whose profile holds Transformer Engine's attention efficiency (Megatron runs only TE's kernels);
-# the AutoModel and torchtitan profiles hold PyTorch's (SDPA's flash kernel, FlexAttention).
-TE_ATTENTION_PROFILE = "megatron"
-TORCH_ATTENTION_PROFILE = "torchtitan"
-
-
 def attention_kernel(shape: ModelShape, options: RecipeOptions) -> str:
     """The attention kernel family a run uses: "te" (Transformer Engine's DotProductAttention, cuDNN fused or
     flash) or PyTorch's ("sdpa", "flex").
@@ -350,9 +354,24 @@ def attention_kernel(shape: ModelShape, options: RecipeOptions) -> str:
 
 
 def attention_efficiency(params: Parameters, shape: ModelShape, options: RecipeOptions) -> float:
-    """The attention kernel's share of the stack's GEMM peak (`attention_kernel`'s family's fitted value)."""
-    te = attention_kernel(shape, options) == "te"
-    return params.profile(TE_ATTENTION_PROFILE if te else TORCH_ATTENTION_PROFILE).attention_efficiency
+    """The attention kernel's share of the GEMMs' rate: its family's fitted value, Transformer Engine's ("te")
+    or PyTorch's ("torch": SDPA's flash kernel, FlexAttention)."""
+    family = "te" if attention_kernel(shape, options) == "te" else "torch"
+    return params.physics.attention_efficiency[family]
+
+
+def dense_gemm_seconds(shape: ModelShape, physics: Physics, gpu: GpuSpec, peak: float, mb_tokens: float, tp: int,
+                       fp8_recipe: str | None) -> float:
+    """Seconds per token of the linear layers outside the routed experts at `peak` FLOP/s: each at the
+    efficiency its own TP-split width allows (a TP8 split leaves attention projections 1/8 of the query
+    width but the MLP 1/8 of its several times wider FFN), and in FP8 (`fp8_recipe`) at its speed-up less
+    the casts, which cost more the narrower the GEMM."""
+    seconds = 0.0
+    for flops, width in shape.dense_gemms:
+        split = width / tp
+        gemm = flops / (peak * gemm_efficiency(physics, mb_tokens, split))
+        seconds += gemm * fp8_time_factor(physics, gpu, fp8_recipe, split) if fp8_recipe else gemm
+    return seconds
 
 
 def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
@@ -367,23 +386,16 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     seq = training.seq_length
     tokens_per_gpu = training.global_batch_size * seq / (layout.world_size or 1)
     mb_tokens = micro_batch_tokens(layout, seq)
-    peak = gpu.tflops_bf16 * 1e12 * profile.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
+    peak = gpu.tflops_bf16 * 1e12 * physics.kernel_efficiency * physics.gpu_efficiency.get(gpu.name, 1.0)
     if training.is_peft:
         peak *= profile.peft_efficiency
-    dense_width = shape.hidden / tp  # the narrower side of a TP-split dense GEMM
-    dense_rate = peak * gemm_efficiency(physics, mb_tokens, dense_width)
     scale = shape.flops_scale
     attention = shape.attention_flops * scale
-    dense_linear = (
-        shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * shape.moe_layer_flops
-        + shape.lm_head_flops
-    ) * scale
     experts = shape.moe_layers * shape.moe_expert_flops * scale
-    linear_time = dense_linear / dense_rate
-    expert_time = 0.0
     fp8 = training.precision == "fp8" and gpu.supports_fp8  # no FP8 tensor cores: runs as bf16
-    if fp8:
-        linear_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, dense_width)
+    linear_time = dense_gemm_seconds(shape, physics, gpu, peak, mb_tokens, tp,
+                                     options.fp8_recipe if fp8 else None) * scale
+    expert_time = 0.0
     if experts:
         # grouped GEMMs: each local expert sees the tokens its EP x ETP group dispatches to it: every rank of
         # the group dispatches its own micro-batch share (a TP rank's 1/tp of it under sequence parallelism)
@@ -399,7 +411,8 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     attention_rate = (peak * attention_efficiency(params, shape, options) * block
                       / (block + ATTENTION_BLOCK_TOKENS))
     attention_time = tokens_per_gpu * attention / attention_rate
-    streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
+    streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options, params))
+                / hbm_bytes_per_s(gpu))
     imbalance = stage_imbalance(shape, layout)
     gemm_time = tokens_per_gpu * (linear_time + expert_time)
     compute = (attention_time + gemm_time + streamed) * imbalance
