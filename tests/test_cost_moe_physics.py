@@ -48,8 +48,8 @@ def test_te_attention_runs_at_te_s_efficiency_and_pytorch_s_at_pytorch_s():
     qwen = shape("Qwen/Qwen3-30B-A3B")
     te = throughput.attention_efficiency(params, qwen, RecipeOptions())
     flex = throughput.attention_efficiency(params, qwen, RecipeOptions(attention="flex"))
-    assert te == params.profile("megatron").attention_efficiency
-    assert flex == params.profile("torchtitan").attention_efficiency == params.profile("automodel").attention_efficiency
+    assert te == params.physics.attention_efficiency["te"]
+    assert flex == params.physics.attention_efficiency["torch"] != te
     # the same run's compute moves with the kernel's efficiency, and only its attention part
     problem = Problem(resolve_model("Qwen/Qwen3-30B-A3B"), ClusterSpec(get_gpu("h100"), 1, 8), TRAINING)
     layout = Layout(world_size=8, ep=8, global_batch_size=512, local_batch_size=4, micro_batch_size=4,
