@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from automodel_dist.cost.recompute import is_module_level, modules_cost
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, is_multi_stage
 from automodel_dist.pipeline_stages import pipeline_split
@@ -75,8 +76,11 @@ NOT_MODELED = (
     "optimizers keeping fp32 states for bf16 weights (TE FusedAdam: 12 B per parameter instead of 8)",
     "MTP heads and vision towers",
     "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
-    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective), "
-    "and AutoModel's fallback to per-module checkpointing for KV-shared models",
+    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective) and "
+    "Megatron-Core's recompute_modules (cost/recompute.py), and AutoModel's fallback to per-module checkpointing "
+    "for KV-shared models",
+    "Megatron's pre-MLP norm recompute switched off under a moe_router CUDA graph with a flex dispatcher "
+    "(counted as freed under MLA, where `layernorm` still frees the input norm)",
 )
 
 _CHECKPOINTING = ("none", "full", "selective")
@@ -186,7 +190,9 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds).
+    writes only where every prerequisite holds). `recompute_modules`: Megatron-Core's selective recompute labels
+    (cost/recompute.py); with the Megatron framework, "selective" checkpoints these modules (none: MCore's `[]`)
+    instead of AutoModel's op-level policy.
     """
 
     checkpointing: str | None = None
@@ -199,6 +205,7 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    recompute_modules: tuple[str, ...] = ()
 
     @property
     def reduce_bytes(self) -> int:
@@ -331,6 +338,11 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
     moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
+    module_level = is_module_level(mode, options.framework)
+    if module_level:  # Megatron's selective recompute: what its modules free (cost/recompute.py)
+        freed = modules_cost(shape, options.recompute_modules).freed
+        dense_act = max(0.0, dense_act - freed.dense_rep / rep_div - freed.dense_tp / tp)
+        moe_act = max(0.0, moe_act - (freed.moe_rep + freed.moe_expert) / rep_div - freed.moe_tp / tp)
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
@@ -374,7 +386,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            act_elems = kept_activation_share(mode) * chunks_in_flight(layout, rank) / n_stages * (
+            kept = 1.0 if module_level else kept_activation_share(mode)
+            act_elems = kept * chunks_in_flight(layout, rank) / n_stages * (
                 dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
