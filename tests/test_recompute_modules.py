@@ -19,13 +19,14 @@ from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import MEGATRON_ACTIVATION_SHARE, estimate_layout
 from automodel_dist.cost.recompute import Freed, module_cost, modules_cost
 from automodel_dist.cost.shape import model_shape
+from automodel_dist.explain import render_explain
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.targets.megatron_bridge.choose import recompute_candidates
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from calibration_data import MOONLIGHT  # noqa: E402
+from calibration_data import MOONLIGHT
 
 GIB = 2**30
 DSV3, Q30, L8B, OSS = "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B", "openai/gpt-oss-120b"
@@ -180,6 +181,7 @@ def test_compile_writes_the_narrowest_fitting_set_and_costs_exactly_it() -> None
     assert result.cost_options().recompute_modules == written
     assert result.estimate == estimate_layout(result.problem, result.layout, options=result.cost_options())
     assert all(label in result.why["recompute_modules"] for label in written)
+    assert f"selective of modules {', '.join(written)}" in render_explain(result)
     # a narrower prefix of the ladder would not fit: drop the last label and the peak exceeds the limit
     if len(written) > 1:
         narrower = estimate_layout(result.problem, result.layout,
