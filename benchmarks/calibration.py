@@ -134,8 +134,7 @@ def _auto_choices(row: CalibrationRow, problem: Problem, layout: Layout) -> list
     target would try, narrowest first); full."""
     selective = [_options(row, "selective")]
     if row.framework == "megatron":
-        dispatcher = "alltoall" if layout.dispatcher in (None, "alltoall") else "flex"
-        ladder = recompute_ladder(problem, layout, selective[0], recompute_candidates(problem.model, dispatcher))
+        ladder = recompute_ladder(problem, layout, selective[0], recompute_candidates(problem.model))
         selective = [replace(selective[0], recompute_modules=modules) for modules in ladder]
     return [_options(row, "none"), *selective, _options(row, "full")]
 

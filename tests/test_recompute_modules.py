@@ -164,11 +164,21 @@ def test_gpt_oss_120b_on_64_h100_fits_with_layernorm_and_moe_act() -> None:
 # -- the planner: narrowest set first, within the rules, costed as written --------------------------------------
 def test_candidates_stay_within_the_rules() -> None:
     dsv3, q30, l8b = (resolve_model(m) for m in (DSV3, Q30, L8B))
-    assert "moe" not in recompute_candidates(dsv3, "flex") + recompute_candidates(q30, "alltoall")
-    assert "layernorm" not in recompute_candidates(q30, "flex")  # MCore skips the pre-MLP norm under the graph
-    assert "layernorm" in recompute_candidates(q30, "alltoall")
-    assert set(recompute_candidates(dsv3, "flex")) >= {"mla_up_proj", "moe_act", "shared_experts", "mlp"}
-    assert not {"mla_up_proj", "moe_act", "layernorm"} & set(recompute_candidates(l8b, "alltoall"))
+    assert "moe" not in recompute_candidates(dsv3) + recompute_candidates(q30)
+    assert set(recompute_candidates(dsv3)) >= {"mla_up_proj", "layernorm", "moe_act", "shared_experts", "mlp"}
+    assert not {"mla_up_proj", "moe_act", "layernorm"} & set(recompute_candidates(l8b))
+
+
+def test_layernorm_reaches_the_pre_mlp_norm_only_where_mcore_recomputes_it_under_the_router_graph() -> None:
+    """MCore skips the pre-MLP norm under the moe_router graph unless the dispatcher is alltoall: with a flex
+    dispatcher `layernorm` frees nothing on a standard-attention MoE model and only MLA's input norm on DeepSeek."""
+    p = problem(Q30, 16)
+    base = {"ep": 16, "activation_checkpointing": "selective", "global_batch_size": 64}
+    for dispatcher, frees in (("alltoall", True), ("deepep", False)):
+        lay = megatron_layout(16, dispatcher=dispatcher, **base)
+        assert (estimate(p, lay, ("layernorm",)).memory_gib < estimate(p, lay, ()).memory_gib) is frees
+    s = shape(DSV3)
+    assert module_cost(s, "layernorm", pre_mlp_norm=False).freed == Freed(dense_rep=s.hidden, moe_rep=s.hidden)
 
 
 def test_compile_writes_the_narrowest_fitting_set_and_costs_exactly_it() -> None:

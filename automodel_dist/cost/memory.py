@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from automodel_dist.cost.recompute import is_module_level, modules_cost
+from automodel_dist.cost.recompute import is_module_level, modules_cost, recomputes_pre_mlp_norm
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, is_multi_stage
 from automodel_dist.pipeline_stages import pipeline_split
@@ -79,8 +79,8 @@ NOT_MODELED = (
     "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective) and "
     "Megatron-Core's recompute_modules (cost/recompute.py), and AutoModel's fallback to per-module checkpointing "
     "for KV-shared models",
-    "Megatron's pre-MLP norm recompute switched off under a moe_router CUDA graph with a flex dispatcher "
-    "(counted as freed under MLA, where `layernorm` still frees the input norm)",
+    "Megatron's moe_router CUDA graph is assumed captured with a flex dispatcher, not with alltoall (it decides "
+    "whether `layernorm` recompute reaches the pre-MLP norm)",
 )
 
 _CHECKPOINTING = ("none", "full", "selective")
@@ -340,7 +340,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     module_level = is_module_level(mode, options.framework)
     if module_level:  # Megatron's selective recompute: what its modules free (cost/recompute.py)
-        freed = modules_cost(shape, options.recompute_modules).freed
+        freed = modules_cost(shape, options.recompute_modules,
+                             pre_mlp_norm=recomputes_pre_mlp_norm(layout.dispatcher)).freed
         dense_act = max(0.0, dense_act - freed.dense_rep / rep_div - freed.dense_tp / tp)
         moe_act = max(0.0, moe_act - (freed.moe_rep + freed.moe_expert) / rep_div - freed.moe_tp / tp)
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes

@@ -14,7 +14,9 @@ activation parts `ModelShape` names, and the forward work it replays, so memory 
   has used them): frees the expanded q, k, v; replays the up-projection GEMMs.
 - layernorm: the norms that are modules of their own: the input norm under MLA (TE fuses it into linear_qkv
   otherwise) and the pre-MLP norm of MoE layers (a dense MLP fuses it into fc1): frees their outputs,
-  replays the norms.
+  replays the norms. MCore leaves the pre-MLP norm alone under a moe_router CUDA graph unless the dispatcher
+  is alltoall (`can_recompute_pre_mlp_layernorm_for_cudagraph`); Megatron-Bridge's tuned MoE recipes and this
+  target's plans capture that graph, so a flex dispatcher (`pre_mlp_norm=False`) frees the input norm only.
 - moe_act: the routed experts' activation: frees its output (the down GEMM's input), replays it.
 - mlp: a dense layer's whole MLP (nothing on MoE layers): frees its fused norm's output and its fc1 and
   activation outputs; replays its GEMMs and its TP collectives.
@@ -33,6 +35,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from automodel_dist.cost.shape import ModelShape
+from automodel_dist.layout import FLEX_DISPATCHERS
 
 # MCore 0.19's labels (TransformerConfig.__post_init__'s allowed set)
 MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts", "gdn_norm_out")
@@ -70,9 +73,16 @@ def is_module_level(mode: str, framework: str) -> bool:
     return mode == "selective" and framework == "megatron"
 
 
-def module_cost(shape: ModelShape, module: str) -> ModuleCost:
+def recomputes_pre_mlp_norm(dispatcher: str | None) -> bool:
+    """Whether `layernorm` reaches the MoE layers' pre-MLP norm under the moe_router graph (module docstring):
+    only with the alltoall dispatcher (or none)."""
+    return dispatcher not in FLEX_DISPATCHERS
+
+
+def module_cost(shape: ModelShape, module: str, *, pre_mlp_norm: bool = True) -> ModuleCost:
     """What one label frees and replays on `shape` (module docstring), with the MoE layer's expert outputs
-    (`ModelShape.moe_act_output`) kept as Megatron's stack keeps them."""
+    (`ModelShape.moe_act_output`) kept as Megatron's stack keeps them; `pre_mlp_norm`: `layernorm` reaches
+    the MoE layers' pre-MLP norm."""
     h, mla = shape.norm_out, shape.uses_mla
     dense, moe, layers = shape.dense_layers, shape.moe_layers, shape.num_layers
     if module == "core_attn":
@@ -82,7 +92,7 @@ def module_cost(shape: ModelShape, module: str) -> ModuleCost:
                      elementwise=layers * shape.attn_qkv)
     if module == "layernorm":
         input_norm = h if mla else 0
-        freed = Freed(dense_rep=input_norm, moe_rep=input_norm + h if moe else 0)
+        freed = Freed(dense_rep=input_norm, moe_rep=input_norm + (h if pre_mlp_norm else 0) if moe else 0)
         return _cost(freed, elementwise=2 * (dense * freed.dense_rep + moe * freed.moe_rep))
     if module == "moe_act" and moe:
         return _cost(Freed(moe_expert=shape.expert_act), elementwise=moe * 3 * shape.expert_act)
@@ -109,13 +119,13 @@ def _cost(freed: Freed = NOTHING_FREED, *, attention: float = 0.0, linear_flops:
 
 
 @lru_cache(maxsize=1024)
-def modules_cost(shape: ModelShape, modules: tuple[str, ...]) -> ModuleCost:
+def modules_cost(shape: ModelShape, modules: tuple[str, ...], *, pre_mlp_norm: bool = True) -> ModuleCost:
     """The labels together: their parts summed, whole `moe` standing in for the `moe_act` and `shared_experts`
     inside it."""
     labels = set(modules)
     if "moe" in labels and shape.moe_layers:
         labels -= {"moe_act", "shared_experts"}
-    costs = [module_cost(shape, m) for m in sorted(labels)]
+    costs = [module_cost(shape, m, pre_mlp_norm=pre_mlp_norm) for m in sorted(labels)]
     freed = Freed(*(sum(c.freed[i] for c in costs) for i in range(len(Freed._fields))))
     total = [sum(c[i] for c in costs) for i in range(1, len(ModuleCost._fields))]
     attention, linear_flops, expert, elementwise, tp, ep, cp = total

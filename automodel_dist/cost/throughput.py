@@ -42,7 +42,7 @@ from automodel_dist.cost.memory import (
 )
 from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
-from automodel_dist.cost.recompute import is_module_level, modules_cost
+from automodel_dist.cost.recompute import is_module_level, modules_cost, recomputes_pre_mlp_norm
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
@@ -430,15 +430,15 @@ def replay_of(shape: ModelShape, layout: Layout, options: RecipeOptions) -> Repl
     (`module_replay`), every other mode as `replayed_forward` says."""
     mode = checkpointing_mode(layout, options)
     if is_module_level(mode, options.framework):
-        return module_replay(shape, options.recompute_modules)
+        return module_replay(shape, options.recompute_modules, recomputes_pre_mlp_norm(layout.dispatcher))
     return replayed_forward(mode, layout)
 
 
 @lru_cache(maxsize=1024)
-def module_replay(shape: ModelShape, modules: tuple[str, ...]) -> Replay:
+def module_replay(shape: ModelShape, modules: tuple[str, ...], pre_mlp_norm: bool = True) -> Replay:
     """Megatron's selective recompute of `modules` as shares of the forward (cost/recompute.py): its replayed
     non-expert GEMM FLOPs over all of them, its streamed activation elements over all a step's layers stream."""
-    cost = modules_cost(shape, modules)
+    cost = modules_cost(shape, modules, pre_mlp_norm=pre_mlp_norm)
     linear = (shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * shape.moe_layer_flops
               + shape.lm_head_flops)
     elements = shape.dense_layers * (shape.dense_act_rep + shape.dense_act_tp) + shape.moe_layers * (

@@ -52,17 +52,17 @@ def layout_dispatcher(dispatcher_type: str, flex_backend: str | None) -> str:
     return flex_backend if dispatcher_type == "flex" and flex_backend else dispatcher_type
 
 
-def recompute_candidates(model: ModelSpec, dispatcher_type: str) -> tuple[str, ...]:
+def recompute_candidates(model: ModelSpec) -> tuple[str, ...]:
     """The `recompute_modules` labels the planner may write for the architecture, within the rules
     (megatron-bridge.md §10): `mla_up_proj` only with MLA; `layernorm` where a norm is a module of its own (MLA's
-    input norm; an MoE layer's pre-MLP norm, which MCore recomputes under the moe_router + moe_preprocess graph
-    only with the alltoall dispatcher); `moe_act` and `shared_experts` where the layers have them; `mlp` where
-    dense layers do. Never whole `moe`: the moe_router TE graph every MoE plan captures and EP overlap both
-    refuse it (mb-cuda-graph-moe-recompute, mb-ep-overlap-moe-recompute)."""
+    input norm, an MoE layer's pre-MLP norm: the cost model knows when the graph keeps MCore from recomputing the
+    latter); `moe_act` and `shared_experts` where the layers have them; `mlp` where dense layers do. Never whole
+    `moe`: the moe_router TE graph every MoE plan captures and EP overlap both refuse it
+    (mb-cuda-graph-moe-recompute, mb-ep-overlap-moe-recompute)."""
     out = ["core_attn"]
     if model.uses_mla:
         out.append("mla_up_proj")
-    if model.uses_mla or (model.is_moe and dispatcher_type == "alltoall"):
+    if model.uses_mla or model.is_moe:
         out.append("layernorm")
     if model.is_moe:
         out.append("moe_act")
@@ -74,12 +74,12 @@ def recompute_candidates(model: ModelSpec, dispatcher_type: str) -> tuple[str, .
 
 
 @lru_cache(maxsize=4096)
-def recompute_modules(problem: Problem, layout: Layout, dispatcher_type: str) -> tuple[tuple[str, ...], str]:
+def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...], str]:
     """The narrowest module set that fits, and why (megatron-bridge.md §10: narrowest first, one label at a
     time). Labels join in the order of the peak memory each frees per second of forward it replays
     (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
     options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective"))
-    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model, dispatcher_type))
+    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model))
     if not ladder:
         return (), "no module frees memory on the most loaded rank: the matched no-recompute control ([])"
     limit = memory_limit_gib(problem)
@@ -230,7 +230,7 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
         why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
         why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
     if layout.activation_checkpointing == "selective":
-        modules, why["recompute_modules"] = recompute_modules(problem, layout, s.dispatcher_type)
+        modules, why["recompute_modules"] = recompute_modules(problem, layout)
         s = s.with_(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
     elif layout.activation_checkpointing == "full":
