@@ -71,7 +71,11 @@ def _checkpointing_text(result: CompileResult) -> str:
         est = twin.estimate
         change = est.tokens_per_s_per_gpu / best - 1 if best else 0.0
         parts.append(f"{mode}: {est.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({change:+.1%}), {est.memory_gib:.1f} GiB")
-    return f"checkpointing: {result.layout.activation_checkpointing}; the same structure with " + "; ".join(parts)
+    options = result.cost_options()
+    mode = result.layout.activation_checkpointing
+    modules = options.recompute_modules if options and mode == "selective" else ()
+    named = f" of modules {', '.join(modules)} (Megatron-Core's recompute_modules)" if modules else ""
+    return f"checkpointing: {mode}{named}; the same structure with " + "; ".join(parts)
 
 
 def explain_json(result: CompileResult, top: int) -> dict[str, Any]:

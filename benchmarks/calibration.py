@@ -38,12 +38,13 @@ from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec
 from automodel_dist.cost import profiles, throughput
-from automodel_dist.cost.memory import RecipeOptions, memory_breakdown
-from automodel_dist.cost.model import estimate_layout, framework_memory
+from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import estimate_layout, peak_gib, recompute_ladder
 from automodel_dist.cost.profiles import Parameters
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem, TrainingSpec
+from automodel_dist.targets.megatron_bridge.choose import recompute_candidates
 
 THROUGHPUT_TARGET = 0.15
 MEMORY_TARGET = 0.10
@@ -125,14 +126,20 @@ def _resolve_options(row: CalibrationRow) -> RecipeOptions:
     if row.checkpointing != "auto":
         return _options(row, row.checkpointing)
     problem, layout = problem_and_layout(row)
-    shape = model_shape(problem.model, problem.training)
-    for mode in ("none", "selective", "full"):
-        opts = _options(row, mode)
-        mem = framework_memory(memory_breakdown(shape, layout, problem.training,
-                                                nvlink_domain=problem.cluster.nvlink_domain, options=opts), opts)
-        if sum(mem.values()) <= problem.cluster.gpu.hbm_gib:
+    for opts in _auto_choices(row, problem, layout):
+        if peak_gib(problem, layout, opts) <= problem.cluster.gpu.hbm_gib:
             return opts
     return opts
+
+
+def _auto_choices(row: CalibrationRow, problem: Problem, layout: Layout) -> list[RecipeOptions]:
+    """The recompute an "auto" row may have run, least first: none; selective (Megatron's: the module sets its
+    target would try, narrowest first); full."""
+    selective = [_options(row, "selective")]
+    if row.framework == "megatron":
+        ladder = recompute_ladder(problem, layout, selective[0], recompute_candidates(problem.model))
+        selective = [replace(selective[0], recompute_modules=modules) for modules in ladder]
+    return [_options(row, "none"), *selective, _options(row, "full")]
 
 
 def evaluate(row: CalibrationRow, params: Parameters | None = None) -> RowResult:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from automodel_dist.cost.recompute import is_module_level, modules_cost, recomputes_pre_mlp_norm
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, is_multi_stage
 from automodel_dist.pipeline_stages import pipeline_split
@@ -75,8 +76,11 @@ NOT_MODELED = (
     "optimizers keeping fp32 states for bf16 weights (TE FusedAdam: 12 B per parameter instead of 8)",
     "MTP heads and vision towers",
     "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
-    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective), "
-    "and AutoModel's fallback to per-module checkpointing for KV-shared models",
+    "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective) and "
+    "Megatron-Core's recompute_modules (cost/recompute.py), and AutoModel's fallback to per-module checkpointing "
+    "for KV-shared models",
+    "Megatron's moe_router CUDA graph is assumed captured with a flex dispatcher, not with alltoall (it decides "
+    "whether `layernorm` recompute reaches the pre-MLP norm)",
 )
 
 _CHECKPOINTING = ("none", "full", "selective")
@@ -192,11 +196,11 @@ class RecipeOptions:
     (default false), which keeps an MoE model's weights unsharded across the micro batches of a deferred
     gradient sync (`weights_stay_gathered`). `preserve_fp32_weights`, `grad_reduce_in_fp32`:
     MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
-    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer. `attention`: the attention
-    kernel the recipe names (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs
-    by default (`throughput.attention_kernel`). `compiled`: the memory-bound ops run fused (torch.compile, or
-    the stack's fused kernels) or eager, one kernel per op; None takes the stack's default
-    (`FrameworkProfile.fused_elementwise`).
+    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer. `compiled`: the memory-bound
+    ops run fused (torch.compile, or the stack's fused kernels) or eager, one kernel per op; None takes the
+    stack's default (`FrameworkProfile.fused_elementwise`). `recompute_modules`: Megatron-Core's selective
+    recompute labels (cost/recompute.py); with the Megatron framework, "selective" checkpoints these modules
+    (none: MCore's `[]`) instead of AutoModel's op-level policy.
     """
 
     checkpointing: str | None = None
@@ -213,8 +217,8 @@ class RecipeOptions:
     fsdp_optimizations: bool = False
     preserve_fp32_weights: bool = False
     grad_reduce_in_fp32: bool = False
-    attention: str | None = None
     compiled: bool | None = None
+    recompute_modules: tuple[str, ...] = ()
 
     @property
     def reduce_bytes(self) -> int:
@@ -394,6 +398,12 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     moe_expert = (shape.top_k * shape.hidden if expert_mlp_checkpointed(shape, layout, training, options)
                   else shape.moe_act_expert) + (shape.moe_act_output if options.framework == "megatron" else 0.0)
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
+    module_level = is_module_level(mode, options.framework)
+    if module_level:  # Megatron's selective recompute: what its modules free (cost/recompute.py)
+        freed = modules_cost(shape, options.recompute_modules,
+                             pre_mlp_norm=recomputes_pre_mlp_norm(layout.dispatcher)).freed
+        dense_act = max(0.0, dense_act - freed.dense_rep / rep_div - freed.dense_tp / tp)
+        moe_act = max(0.0, moe_act - (freed.moe_rep + freed.moe_expert) / rep_div - freed.moe_tp / tp)
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
@@ -439,7 +449,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            act_elems = kept_activation_share(mode) * chunks_in_flight(layout, rank) / n_stages * (
+            kept = 1.0 if module_level else kept_activation_share(mode)
+            act_elems = kept * chunks_in_flight(layout, rank) / n_stages * (
                 dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0

@@ -7,6 +7,7 @@ arithmetic in `memory_breakdown` and `time_breakdown`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -119,6 +120,33 @@ def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> floa
     floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu)
     tokens = training.global_batch_size * training.seq_length / max(layout.world_size, 1)
     return tokens / floor if floor > 0 else float("inf")
+
+
+def peak_gib(problem: Problem, layout: Layout, options: RecipeOptions) -> float:
+    """The most loaded rank's peak (GiB) under `options`, as the options' stack holds memory."""
+    shape = model_shape(problem.model, problem.training)
+    return sum(framework_memory(memory.memory_breakdown(shape, layout, problem.training,
+                                                        nvlink_domain=problem.cluster.nvlink_domain,
+                                                        options=options), options).values())
+
+
+def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions,
+                     candidates: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Megatron's selective-recompute sets to try, narrowest first: `candidates` ranked by the peak memory each
+    frees alone per second of forward it replays (cost/recompute.py), then taken cumulatively; a label that
+    frees nothing on the peak is left out."""
+    shape = model_shape(problem.model, problem.training)
+    base = peak_gib(problem, layout, replace(options, recompute_modules=()))
+    scored = []
+    for module in candidates:
+        alone = replace(options, recompute_modules=(module,))
+        freed = base - peak_gib(problem, layout, alone)
+        if freed > 1e-9:
+            seconds = throughput.compute_seconds(shape, layout, problem.training, problem.cluster.gpu,
+                                                 options=alone)[1]
+            scored.append((-freed / seconds if seconds > 0 else -math.inf, module))
+    order = [module for _, module in sorted(scored)]
+    return tuple(tuple(order[:i + 1]) for i in range(len(order)))
 
 
 def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None

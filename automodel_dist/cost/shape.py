@@ -77,6 +77,18 @@ class ModelShape:
     # parallelism splits): attention projections (query width), dense MLPs and shared experts (their FFN width),
     # routers, the LM head (vocabulary); each runs at the efficiency its own split width allows
     dense_gemms: tuple[tuple[float, int], ...] = ()
+    # Named parts of the activations above (elements per token of one layer) and the FLOPs of the linear layers
+    # around them: what each of Megatron-Core's `recompute_modules` frees and replays (cost/recompute.py).
+    uses_mla: bool = False
+    norm_out: int = 0  # one RMSNorm's output (the hidden size): the input norm's, and the pre-MLP norm's
+    mla_latent: int = 0  # MLA's normed q/kv latents (replicated; the up-projections' inputs)
+    attn_qkv: float = 0.0  # (TP-split) q twice (projected and rotated), k and v: MLA's expanded q/k/v
+    mlp_inner: int = 0  # (TP-split) a dense MLP's fc1 output and activation output
+    shared_inner: int = 0  # (TP-split) the shared experts' fc1 output and activation output
+    expert_act: int = 0  # the routed experts' activation outputs over the top-k copies (the down GEMM's input)
+    mla_up_flops: float = 0.0  # MLA's q and kv up-projections (6 per weight)
+    mlp_flops: float = 0.0  # one dense MLP's linear layers
+    shared_flops: float = 0.0  # one MoE layer's shared experts
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -126,6 +138,17 @@ def _attention_activation(spec: ModelSpec) -> tuple[float, float]:
     return 2 * h, 2 * q + kv + v_out
 
 
+def _mla_up_flops(spec: ModelSpec) -> float:
+    """MLA's up-projections, the GEMMs `mla_up_proj` recompute replays (Megatron-Core's `qkv_up_proj_and_rope_apply`:
+    the q projection from the q latent, or from the hidden state without one, and the kv up-projection)."""
+    if not spec.uses_mla:
+        return 0.0
+    heads = spec.num_attention_heads
+    qk = (spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)
+    kv_up = (spec.kv_lora_rank or 0) * heads * ((spec.qk_nope_head_dim or 0) + (spec.v_head_dim or spec.head_dim))
+    return 6.0 * ((spec.q_lora_rank or spec.hidden_size) * heads * qk + kv_up)
+
+
 @lru_cache(maxsize=64)
 def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     """Build the ModelShape of `spec` for `training` (sequence length, PEFT rank)."""
@@ -146,6 +169,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     ) if spec.num_shared_experts else 0
     dense_adapter = attn_adapter + _adapter(mlp_lin, rank)
     moe_adapter = attn_adapter + shared_adapter + spec.num_routed_experts * _adapter(expert_lin, rank)
+    q, kv, v_out = _attention_dims(spec)
 
     att_rep, att_tp = _attention_activation(spec)
     dense_act_rep, dense_act_tp = att_rep + 2 * h, att_tp + 3 * spec.intermediate_size
@@ -165,7 +189,6 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     own_moe = automodel_moe(spec)
     moe_act_expert = k * ((1 if own_moe else 2) * h + 3 * moe_i)
 
-    q, kv, v_out = _attention_dims(spec)
     # QK^T and AV, 6 = forward 2 + backward 4, over the keys a token attends to on average: half the
     # sequence (causal), or the window for sliding-window layers; linear-attention layers have none.
     window = min(spec.sliding_window or seq, seq / 2)
@@ -226,4 +249,14 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
             (moe_layers * 6.0 * pc.router_per_moe_layer, max(spec.num_routed_experts, 1)),
             (6.0 * lm_head_weights, spec.vocab_size),
         ) if flops),
+        uses_mla=spec.uses_mla,
+        norm_out=h,
+        mla_latent=att_rep - 2 * h,
+        attn_qkv=2 * q + kv,
+        mlp_inner=3 * spec.intermediate_size,
+        shared_inner=3 * shared_i,
+        expert_act=k * moe_i,
+        mla_up_flops=_mla_up_flops(spec),
+        mlp_flops=6.0 * pc.dense_mlp_per_layer,
+        shared_flops=6.0 * pc.shared_per_moe_layer,
     )

@@ -2,8 +2,9 @@
 
 Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
 query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus the
-forward activation checkpointing replays (all of it under full checkpointing; under selective, half the
-GEMMs and the elementwise ops, no attention: `replayed_forward`), over the GPU's peak times an achievable
+forward activation checkpointing replays (all of it under full checkpointing; under AutoModel's selective, half
+the GEMMs and the elementwise ops, no attention: `replayed_forward`; under Megatron's selective, what its
+`recompute_modules` replay: `module_replay`), over the GPU's peak times an achievable
 efficiency. Communication is charged where it is exposed: FSDP all-gather/reduce-scatter only beyond
 the compute it overlaps with (a sync deferred to the last micro batch only behind that micro batch's
 backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine on the critical path
@@ -43,6 +44,7 @@ from automodel_dist.cost.memory import (
 )
 from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
+from automodel_dist.cost.recompute import is_module_level, modules_cost, recomputes_pre_mlp_norm
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.dispatcher import capability_major
 from automodel_dist.layout import FLEX_DISPATCHERS, V_SCHEDULES, Layout
@@ -291,8 +293,10 @@ def _replayed_share(shape: ModelShape, replayed: Replay) -> float:
     attention = shape.attention_flops / max(shape.num_layers, 1)
     linear = (shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * (
         shape.moe_layer_flops + shape.moe_expert_flops)) / max(shape.num_layers, 1)
+    experts = shape.moe_layers * shape.moe_expert_flops / max(shape.num_layers, 1)
     total = attention + linear
-    return (replayed.attention * attention + replayed.gemm * linear) / total if total > 0 else replayed.gemm
+    return (replayed.attention * attention + replayed.gemm * linear + (replayed.expert - replayed.gemm) * experts
+            ) / total if total > 0 else replayed.gemm
 
 
 def schedule_replay(shape: ModelShape, layout: Layout, mode: str) -> ScheduleReplay | None:
@@ -417,18 +421,20 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     gemm_time = tokens_per_gpu * (linear_time + expert_time)
     compute = (attention_time + gemm_time + streamed) * imbalance
     # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
-    replayed = replayed_forward(checkpointing_mode(layout, options), layout)
+    replayed = replay_of(shape, layout, options)
     # a checkpointed biased expert MLP (`expert_mlp_checkpointed`) replays its grouped GEMMs' forward once more
     expert_replay = tokens_per_gpu * expert_time if expert_mlp_checkpointed(shape, layout, training, options) else 0.0
-    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time + expert_replay
+    recompute = (replayed.attention * attention_time + expert_replay
+                 + tokens_per_gpu * (replayed.gemm * linear_time + replayed.expert * expert_time)
                  + replayed.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
 
 
 class Replay(NamedTuple):
-    """Share of each forward part that backward replays: attention kernels, GEMMs (dense and grouped
-    expert), memory-bound elementwise ops, and the forward collectives of TP, EP and CP."""
+    """Share of each forward part that backward replays: attention kernels, the dense GEMMs (all but the routed
+    experts'), memory-bound elementwise ops, the forward collectives of TP, EP and CP, and the routed experts'
+    grouped GEMMs."""
 
     attention: float
     gemm: float
@@ -436,11 +442,12 @@ class Replay(NamedTuple):
     tp: float
     ep: float
     cp: float
+    expert: float
 
 
 # Full checkpointing replays each layer's whole forward, collectives included.
-_FULL_REPLAY = Replay(1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
-_NO_REPLAY = Replay(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_FULL_REPLAY = Replay(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+_NO_REPLAY = Replay(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 # AutoModel's selective policy (`components/distributed/activation_checkpointing.py`, torchtitan's): attention
 # outputs (SDPA/flash/TE, CP's ring attention inside them) are saved, so no attention and no CP exchange is
 # replayed; mm/linear/grouped-mm alternate save and recompute, so half the GEMMs are; every elementwise op is.
@@ -460,7 +467,30 @@ def replayed_forward(mode: str, layout: Layout) -> Replay:
         return _NO_REPLAY
     return Replay(attention=0.0, gemm=_SELECTIVE_GEMM_REPLAYED, elementwise=1.0,
                   tp=0.5 if layout.sequence_parallel else 1.0,
-                  ep=0.0 if layout.dispatcher in FLEX_DISPATCHERS else 0.5, cp=0.0)
+                  ep=0.0 if layout.dispatcher in FLEX_DISPATCHERS else 0.5, cp=0.0, expert=_SELECTIVE_GEMM_REPLAYED)
+
+
+def replay_of(shape: ModelShape, layout: Layout, options: RecipeOptions) -> Replay:
+    """What backward replays under the options' checkpointing: Megatron's selective recompute by its modules
+    (`module_replay`), every other mode as `replayed_forward` says."""
+    mode = checkpointing_mode(layout, options)
+    if is_module_level(mode, options.framework):
+        return module_replay(shape, options.recompute_modules, recomputes_pre_mlp_norm(layout.dispatcher))
+    return replayed_forward(mode, layout)
+
+
+@lru_cache(maxsize=1024)
+def module_replay(shape: ModelShape, modules: tuple[str, ...], pre_mlp_norm: bool = True) -> Replay:
+    """Megatron's selective recompute of `modules` as shares of the forward (cost/recompute.py): its replayed
+    non-expert GEMM FLOPs over all of them, its streamed activation elements over all a step's layers stream."""
+    cost = modules_cost(shape, modules, pre_mlp_norm=pre_mlp_norm)
+    linear = (shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * shape.moe_layer_flops
+              + shape.lm_head_flops)
+    elements = shape.dense_layers * (shape.dense_act_rep + shape.dense_act_tp) + shape.moe_layers * (
+        shape.moe_act_rep + shape.moe_act_expert + shape.moe_act_output + shape.moe_act_tp)
+    return Replay(attention=cost.attention, gemm=min(1.0, cost.linear_flops / linear) if linear else 0.0,
+                  elementwise=min(1.0, cost.elementwise / elements) if elements else 0.0,
+                  tp=cost.tp, ep=cost.ep, cp=cost.cp, expert=cost.expert)
 
 
 def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
@@ -501,7 +531,7 @@ def time_breakdown(
     mb_tokens = micro_batch_tokens(layout, seq)
     compute, recompute, attention_time = compute_seconds(shape, layout, training, gpu, options=options,
                                                          params=params)
-    replayed = replayed_forward(checkpointing_mode(layout, options), layout)
+    replayed = replay_of(shape, layout, options)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
 
     # --- per-micro-batch collectives on the critical path ---

@@ -16,7 +16,12 @@ CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by a
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+
 from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
@@ -47,14 +52,46 @@ def layout_dispatcher(dispatcher_type: str, flex_backend: str | None) -> str:
     return flex_backend if dispatcher_type == "flex" and flex_backend else dispatcher_type
 
 
-def recompute_modules(model: ModelSpec) -> tuple[tuple[str, ...], str]:
-    """The narrowest selective-recompute set for the architecture (megatron-bridge.md §10)."""
+def recompute_candidates(model: ModelSpec) -> tuple[str, ...]:
+    """The `recompute_modules` labels the planner may write for the architecture, within the rules
+    (megatron-bridge.md §10): `mla_up_proj` only with MLA; `layernorm` where a norm is a module of its own (MLA's
+    input norm, an MoE layer's pre-MLP norm: the cost model knows when the graph keeps MCore from recomputing the
+    latter); `moe_act` and `shared_experts` where the layers have them; `mlp` where dense layers do. Never whole
+    `moe`: the moe_router TE graph every MoE plan captures and EP overlap both refuse it
+    (mb-cuda-graph-moe-recompute, mb-ep-overlap-moe-recompute)."""
+    out = ["core_attn"]
     if model.uses_mla:
-        return ("mla_up_proj", "moe_act") if model.is_moe else ("mla_up_proj",), \
-            "MLA: expanded Q/K/V dominate, mla_up_proj first (then moe_act: measured -1.85% memory for +1.99% time)"
+        out.append("mla_up_proj")
+    if model.uses_mla or model.is_moe:
+        out.append("layernorm")
     if model.is_moe:
-        return ("moe_act",), "grouped MoE: moe_act first (Moonlight 8xH100: -1.85% memory for +1.99% time)"
-    return ("core_attn",), "standard attention: core_attn first (mlp costs ~16% for ~3 GB)"
+        out.append("moe_act")
+    if model.is_moe and model.num_shared_experts:
+        out.append("shared_experts")
+    if model.dense_layers:
+        out.append("mlp")
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...], str]:
+    """The narrowest module set that fits, and why (megatron-bridge.md §10: narrowest first, one label at a
+    time). Labels join in the order of the peak memory each frees per second of forward it replays
+    (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
+    options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective"))
+    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model))
+    if not ladder:
+        return (), "no module frees memory on the most loaded rank: the matched no-recompute control ([])"
+    limit = memory_limit_gib(problem)
+    base = peak_gib(problem, layout, options)
+    for modules in ladder:
+        peak = peak_gib(problem, layout, replace(options, recompute_modules=modules))
+        if peak <= limit:
+            break
+    over = peak - limit
+    verdict = "the narrowest set that fits" if over <= 0 else f"the widest set the rules allow ({over:.1f} GiB over)"
+    return modules, (f"{verdict}: frees {base - peak:.1f} GiB of the peak; labels join by memory freed per second "
+                     f"replayed ({' > '.join(ladder[-1])})")
 
 
 def hcp_sizes(cp: int, tp: int, domain: int) -> tuple[int, int]:
@@ -193,7 +230,7 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
         why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
         why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
     if layout.activation_checkpointing == "selective":
-        modules, why["recompute_modules"] = recompute_modules(model)
+        modules, why["recompute_modules"] = recompute_modules(problem, layout)
         s = s.with_(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
     elif layout.activation_checkpointing == "full":
@@ -226,6 +263,26 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     s = s.with_(precision=precision(problem)[0])
     why["precision"] = precision(problem)[1]
     return s, why
+
+
+def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> RecipeOptions:
+    """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
+    accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
+    overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, and
+    the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    fp8 = precision(problem)[0]
+    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
+                         async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
+                         fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise",
+                         recompute_modules=recomputed_modules(s))
+
+
+def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
+    """The modules Megatron-Core recomputes under these settings: the labels with selective granularity (unset:
+    MCore's default, core_attn), none otherwise."""
+    if s.recompute_granularity != "selective":
+        return ()
+    return ("core_attn",) if s.recompute_modules is None else s.recompute_modules
 
 
 def env_vars(problem: Problem, layout: Layout, s: MegatronSettings) -> list[tuple[str, str, str]]:

@@ -21,7 +21,12 @@ from automodel_dist.findings import Finding
 from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.planner import MAX_VPP, Enumerator, _pinned
 from automodel_dist.problem import Problem, TrainingSpec
-from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, layout_dispatcher, precision
+from automodel_dist.targets.megatron_bridge.choose import (
+    cost_options,
+    decide,
+    dispatcher_of,
+    layout_dispatcher,
+)
 from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 from automodel_dist.targets.megatron_bridge.rules import check_overrides
@@ -104,14 +109,8 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 
 
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
-    """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
-    accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
-    overlapped, the layout's recompute, EP overlap where `decide` writes it, and the FP8 recipe the precision
-    choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
-    fp8 = precision(problem)[0]
-    return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
-                         async_tp=layout.tp > 1, ep_overlap=decide(problem, layout)[0].ep_overlap,
-                         fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise")
+    """How the override set the emitter writes for `layout` runs, for the cost model (`choose.cost_options`)."""
+    return cost_options(problem, layout, decide(problem, layout)[0])
 
 
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
