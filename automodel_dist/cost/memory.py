@@ -186,7 +186,8 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds).
+    writes only where every prerequisite holds). `recompute_modules`: Megatron's selective recompute
+    modules, MCore labels (`recompute_modules`, e.g. "core_attn", "layernorm", "moe_act", "mla_up_proj").
     """
 
     checkpointing: str | None = None
@@ -199,6 +200,7 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    recompute_modules: tuple[str, ...] = ()
 
     @property
     def reduce_bytes(self) -> int:
