@@ -207,8 +207,9 @@ class Release:
         perf_path, func = perf
         state = mp.run_conditions(self.source, perf_path, func, key, preset, self.presets[path])
         note = "" if _layout_matches(row, preset, batch=True) else "MBS/GBS differ from the preset's"
-        return {**_columns(state, moe=not key.model.startswith("LLAMA")), "conditions_source": f"{REPO} {path}:{name}, {perf_path}:{func.name}"
-                                                         f"@{self.commit[:12]}", "conditions_note": note}
+        source = f"{REPO} {path}:{name}, {perf_path}:{func.name}@{self.commit[:12]}"
+        return {**_columns(state, moe=not key.model.startswith("LLAMA")), "conditions_source": source,
+                "conditions_note": note}
 
     def _perf_function(self, preset_path: str, key: mp.PresetKey) -> tuple[str, ast.FunctionDef] | None:
         folder = preset_path.rsplit("/", 1)[0]
@@ -227,7 +228,8 @@ def _layout_matches(row: dict[str, str], preset: dict[str, Any], *, batch: bool)
         if column == "mbs" and not batch:
             continue
         stated = preset.get(name)
-        if (1 if stated in (None, mp.UNKNOWN) else stated) != (1 if row[column] in ("", "n/a", "-") else int(row[column])):
+        given = 1 if row[column] in ("", "n/a", "-") else int(row[column])
+        if (1 if stated in (None, mp.UNKNOWN) else stated) != given:
             return False
     per_gpu = preset.get("global_batch_size", 0) / preset.get("num_gpus", 1)
     return not batch or per_gpu * int(row["gpus"]) == int(row["gbs"])
@@ -257,7 +259,7 @@ MOE_COLUMNS = ("dispatcher", "flex_backend", "ep_overlap", "delay_wgrad", "etp")
 def _columns(state: dict[str, Any], moe: bool) -> dict[str, str]:
     state = {**UNSET, **state}
     granularity = state["recompute_granularity"]
-    modules = state.get("recompute_modules", None)
+    modules = state.get("recompute_modules")
     if granularity == "selective" and modules is None:
         modules = ["core_attn"]
     dispatcher = state.get("moe_token_dispatcher_type", mp.UNKNOWN)
