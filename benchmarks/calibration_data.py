@@ -390,6 +390,8 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
                                   f"CUDA graphs {r['cuda_graph_impl']} ({r['cuda_graph_scope']})",
                                   r["cpu_offload_layers"] not in ("", "none") and
                                   f"CPU offloading of {r['cpu_offload_layers']} layers (not modelled)",
+                                  r["capacity_factor"] not in ("", "none") and
+                                  f"MoE capacity factor {r['capacity_factor']} (not modelled)",
                                   r["conditions_note"]) if x)
     return CalibrationRow(
         name=f"MB {r['release']} {r['task']} {r['model']} {gpus}x{r['system'].removeprefix('DGX-')} {r['precision']} "

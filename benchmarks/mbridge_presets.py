@@ -25,13 +25,18 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()
+NOT_FOLLOWED: Any = object()  # a call the reader does not run (its value is evaluated instead)
 
 # The settings a run's conditions are made of (the last attribute name of an assignment target).
 TRACKED = frozenset({
     "recompute_granularity", "recompute_modules", "recompute_method", "recompute_num_layers",
     "cpu_offloading_num_layers", "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "cuda_graph_impl",
     "cuda_graph_scope", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "expert_tensor_parallel_size",
-    "use_megatron_fsdp", "moe_expert_capacity_factor",
+    "use_megatron_fsdp", "moe_expert_capacity_factor", "moe_expert_rank_capacity_factor", "enable_cuda_graph",
+    "moe_enable_deepep",
+    # the layout, which a flat recipe (26.08 on) states beside them
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+    "virtual_pipeline_model_parallel_size", "expert_model_parallel_size", "micro_batch_size", "global_batch_size",
 })
 PRESET_NAME = re.compile(
     r"(?P<model>[A-Z0-9_]+?)_(?:(?P<task>PRETRAIN|SFT|LORA|FINETUNE)_)?CONFIG_(?P<gpu>GB300|GB200|B300|B200|H100)"
@@ -39,6 +44,10 @@ PRESET_NAME = re.compile(
 OLD_PRESET_NAME = re.compile(
     r"(?P<model>[A-Z0-9_]+?)_(?P<gpu>GB300|GB200|B300|B200|H100)_(?P<precision>BF16|FP8_CS|FP8_MX|FP8_SC|NVFP4)"
     r"(?:_(?P<task>SFT|LORA))?_BASE_CONFIG")
+# 26.08 on: one flat recipe function per model, task, GPU count, GPU and precision (src/megatron/bridge/perf_recipes)
+FLAT_RECIPE_NAME = re.compile(
+    r"(?P<model>[a-z0-9_]+?)_(?P<task>pretrain|sft|lora)_(?P<gpus>\d+)gpu_(?P<gpu>gb300|gb200|b300|b200|h100)"
+    r"_(?P<precision>bf16|fp8cs|fp8mx|fp8sc|nvfp4)(?:_(?P<variant>[a-z0-9_]+))?_config")
 # apply_flex_dispatcher_backend (src/megatron/bridge/training/flex_dispatcher_backend.py) skips the flex
 # dispatcher where the backend cannot run: DeepEP on Ampere/Hopper and B200/B300, HybridEP on SM 8.x-10.x.
 FLEX_BACKEND_GPUS = {"deepep": ("h100", "b200", "b300"), "hybridep": ("h100", "b200", "b300", "gb200", "gb300")}
@@ -61,6 +70,15 @@ def preset_key(name: str) -> PresetKey | None:
     parts = m.groupdict()
     return PresetKey(parts["model"], parts.get("task") or "PRETRAIN", parts["gpu"].lower(), parts["precision"],
                      parts.get("variant") or "")
+
+
+def flat_recipe_key(name: str) -> tuple[PresetKey, int] | None:
+    """The key and GPU count a flat recipe function's name encodes (the variant is the name's tail)."""
+    m = FLAT_RECIPE_NAME.fullmatch(name)
+    if not m:
+        return None
+    precision = {"fp8cs": "FP8_CS", "fp8mx": "FP8_MX", "fp8sc": "FP8_SC"}.get(m["precision"], m["precision"].upper())
+    return PresetKey(m["model"].upper(), m["task"].upper(), m["gpu"], precision, m["variant"] or ""), int(m["gpus"])
 
 
 def literal(node: ast.expr, env: dict[str, Any] | None = None) -> Any:
@@ -141,14 +159,24 @@ def _module_path(module: str, level: int, here: str) -> list[str]:
     return [f"{stem}.py", f"{stem}/__init__.py"]
 
 
+# Where the reader follows calls: the perf scripts and recipes, and the config helpers they call; never into
+# training itself (pretrain(...) and what it runs).
+FOLLOWED = ("scripts/performance/", "src/megatron/bridge/recipes/", "src/megatron/bridge/perf_recipes/",
+            "src/megatron/bridge/training/utils/moe_token_drop.py")
+
+
 class Interpreter:
     """Follows the tracked assignments of a perf function through the recipe and override functions it calls."""
 
     MAX_DEPTH = 8
 
-    def __init__(self, source: Source, gpu: str, preset: dict[str, Any], family_presets: dict[str, Any]):
+    def __init__(self, source: Source, gpu: str, preset: dict[str, Any], family_presets: dict[str, Any],
+                 yaml_doc: dict[str, Any] | None = None):
         self.source, self.gpu, self.preset = source, gpu, preset
         self.family_presets = family_presets
+        self.yaml_doc = yaml_doc
+        self._returns: list[Any] = []
+        self._constants: dict[str, dict[str, Any]] = {}
         self.state: dict[str, Any] = {}
 
     # --- finding functions ---
@@ -198,11 +226,16 @@ class Interpreter:
                      ast.IsNot: lambda: left is not right, ast.In: lambda: left in right,
                      ast.NotIn: lambda: left not in right}
             return table[type(op)]() if type(op) in table else UNKNOWN
-        if isinstance(node, ast.BoolOp):
-            values = [self.value(v, env) for v in node.values]
-            if any(v is UNKNOWN for v in values):
-                return UNKNOWN
-            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.BoolOp):  # Python's: the first value that decides, else the last
+            for item in node.values[:-1]:
+                value = self.value(item, env)
+                if value is UNKNOWN or bool(value) != isinstance(node.op, ast.And):
+                    return value
+            return self.value(node.values[-1], env)
+        if isinstance(node, ast.JoinedStr):
+            parts = [self.value(v.value, env) if isinstance(v, ast.FormattedValue) else literal(v, env)
+                     for v in node.values]
+            return UNKNOWN if any(p is UNKNOWN for p in parts) else "".join(str(p) for p in parts)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             inner = self.value(node.operand, env)
             return UNKNOWN if inner is UNKNOWN else not inner
@@ -230,9 +263,22 @@ class Interpreter:
 
     def _call_value(self, node: ast.Call, env: dict[str, Any]) -> Any:
         func = node.func
+        args = [self.value(a, env) for a in node.args]
         if isinstance(func, ast.Attribute) and func.attr in ("upper", "lower") and not node.args:
             base = self.value(func.value, env)
             return getattr(base, func.attr)() if isinstance(base, str) else UNKNOWN
+        if isinstance(func, ast.Attribute) and func.attr == "get" and args:
+            base = self.value(func.value, env)
+            return base.get(args[0], args[1] if len(args) > 1 else None) if isinstance(base, dict) else UNKNOWN
+        # OmegaConf on plain mappings (25.09's YAML presets): create and to_container keep them, merge overlays
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "OmegaConf":
+            if func.attr in ("create", "to_container") and args:
+                return args[0]
+            if func.attr == "merge" and all(isinstance(a, dict) for a in args):
+                return _deep_merge(*args)
+            if func.attr == "load":  # the run's YAML, read by the importer
+                return self.yaml_doc if self.yaml_doc is not None else UNKNOWN
+            return UNKNOWN
         if isinstance(func, ast.Name):
             if func.id == "hasattr":
                 return True
@@ -244,19 +290,28 @@ class Interpreter:
         return UNKNOWN
 
     # --- execution ---
-    def run(self, path: str, func: ast.FunctionDef, env: dict[str, Any], depth: int = 0) -> None:
+    def run(self, path: str, func: ast.FunctionDef, env: dict[str, Any], depth: int = 0) -> Any:
+        """Run a function body; its return value (UNKNOWN when none was reached or it is not constant)."""
         if depth > self.MAX_DEPTH:
-            return
+            return UNKNOWN
+        self._returns.append(UNKNOWN)
         self._block(path, func.body, env, depth)
+        return self._returns.pop()
+
+    def _evaluate(self, path: str, node: ast.expr | None, env: dict[str, Any], depth: int) -> Any:
+        """An expression's value, running a call it can follow (a call it cannot follow is evaluated)."""
+        if isinstance(node, ast.Call):
+            result = self._call(path, node, env, depth)
+            if result is not NOT_FOLLOWED:
+                return result
+        return self.value(node, env)
 
     def _block(self, path: str, body: list[ast.stmt], env: dict[str, Any], depth: int) -> bool:
         """Run statements; True when a return ended the block."""
         for stmt in body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                if isinstance(stmt.value, ast.Call):
-                    self._call(path, stmt.value, env, depth)
-                value = self.value(stmt.value, env)
+                value = self._evaluate(path, stmt.value, env, depth)
                 for target in targets:
                     if isinstance(target, ast.Attribute) and target.attr in TRACKED:
                         self.state[target.attr] = value
@@ -265,8 +320,7 @@ class Interpreter:
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 self._call(path, stmt.value, env, depth)
             elif isinstance(stmt, ast.Return):
-                if isinstance(stmt.value, ast.Call):
-                    self._call(path, stmt.value, env, depth)
+                self._returns[-1] = self._evaluate(path, stmt.value, env, depth)
                 return True
             elif isinstance(stmt, ast.If):
                 test = self.value(stmt.test, env)
@@ -292,12 +346,17 @@ class Interpreter:
         self.state = {k: (after_body.get(k, UNKNOWN) if after_body.get(k, UNKNOWN) == after_else.get(k, UNKNOWN)
                           else UNKNOWN) for k in set(after_body) | set(after_else)}
 
-    def _call(self, path: str, node: ast.Call, env: dict[str, Any], depth: int) -> None:
+    def _call(self, path: str, node: ast.Call, env: dict[str, Any], depth: int) -> Any:
+        """Run a call for its effects; its return value, or NOT_FOLLOWED when the reader does not run it."""
         if not isinstance(node.func, ast.Name):
-            return
+            return NOT_FOLLOWED
         name = node.func.id
         if name == "get_workload_base_config":  # the preset matched to the row stands for its lookup
-            return
+            return NOT_FOLLOWED
+        if name == "apply_overrides":  # 25.09: the YAML's ConfigContainer.model section, merged over the recipe
+            model = ((self.yaml_doc or {}).get("ConfigContainer") or {}).get("model") or {}
+            self.state |= {k: v for k, v in model.items() if k in TRACKED}
+            return None
         if name == "apply_flex_dispatcher_backend":
             backend = self.value(node.args[1] if len(node.args) > 1 else
                                  next((k.value for k in node.keywords if k.arg == "moe_flex_dispatcher_backend"),
@@ -306,17 +365,27 @@ class Interpreter:
                 self.state["moe_token_dispatcher_type"] = self.state["moe_flex_dispatcher_backend"] = UNKNOWN
             elif self.gpu in FLEX_BACKEND_GPUS.get(backend, ()):
                 self.state["moe_token_dispatcher_type"], self.state["moe_flex_dispatcher_backend"] = "flex", backend
-            return
+            return None
         found = self._function(path, name)
-        if found is None:
-            return
+        if found is None or not found[0].startswith(FOLLOWED):
+            return NOT_FOLLOWED
         callee_path, func = found
-        self.run(callee_path, func, self._bind(func, node, env), depth + 1)
+        return self.run(callee_path, func, self._bind(callee_path, func, node, env), depth + 1)
 
-    def _bind(self, func: ast.FunctionDef, node: ast.Call, env: dict[str, Any]) -> dict[str, Any]:
+    def module_constants(self, path: str) -> dict[str, Any]:
+        """A module's constant globals (`NAME = literal`, dict and list displays included)."""
+        if path not in self._constants:
+            tree = self.source.tree(path)
+            self._constants[path] = {
+                node.targets[0].id: self.value(node.value, {}) for node in (tree.body if tree else ())
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.Constant, ast.Dict, ast.List, ast.Tuple))}
+        return self._constants[path]
+
+    def _bind(self, path: str, func: ast.FunctionDef, node: ast.Call, env: dict[str, Any]) -> dict[str, Any]:
         args = func.args
         params = [*args.posonlyargs, *args.args]
-        bound: dict[str, Any] = {"base_cfgs": self.family_presets}
+        bound: dict[str, Any] = {**self.module_constants(path), "base_cfgs": self.family_presets}
         for param, default in zip(params[len(params) - len(args.defaults):], args.defaults, strict=True):
             bound[param.arg] = literal(default)
         for param, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
@@ -337,6 +406,15 @@ class Interpreter:
         return bound
 
 
+def _deep_merge(*layers: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            both = isinstance(merged.get(key), dict) and isinstance(value, dict)
+            merged[key] = _deep_merge(merged[key], value) if both else value
+    return merged
+
+
 def perf_function_names(model: str, task: str, gpu: str) -> tuple[str, ...]:
     """The perf script's function for a model, task and GPU under either naming scheme (25.11 and later)."""
     model, task = model.lower(), task.lower()
@@ -346,10 +424,12 @@ def perf_function_names(model: str, task: str, gpu: str) -> tuple[str, ...]:
 
 
 def run_conditions(source: Source, perf_path: str, func: ast.FunctionDef, key: PresetKey, preset: dict[str, Any],
-                   family_presets: dict[str, Any]) -> dict[str, Any]:
-    """The tracked settings after the perf function for this preset has run (UNKNOWN where undecidable)."""
-    interpreter = Interpreter(source, key.gpu, preset, family_presets)
-    env = {"precision": key.precision.lower(), "mock": True, "config_variant": key.variant.lower() or "v1",
-           "base_cfgs": family_presets}
+                   family_presets: dict[str, Any], **legacy: Any) -> dict[str, Any]:
+    """The tracked settings after the perf function for this preset has run (UNKNOWN where undecidable).
+    25.09's script takes `args` (its command line) and `yaml_doc` (the preset YAML it loads)."""
+    interpreter = Interpreter(source, key.gpu, preset, family_presets, legacy.get("yaml_doc"))
+    env = {**interpreter.module_constants(perf_path), "precision": key.precision.lower(), "mock": True,
+           "config_variant": key.variant.lower() or "v1", "base_cfgs": family_presets,
+           "args": legacy.get("args", UNKNOWN)}
     interpreter.run(perf_path, func, env)
     return interpreter.state

@@ -62,8 +62,11 @@ PERF = '''
 from utils.overrides import set_workload_base_configs
 from utils.utils import get_workload_base_config
 from megatron.bridge.recipes.toy import toy_pretrain_config
+GRAPHS = {"h100": "transformer_engine"}
+def _graph_impl(gpu):
+    return GRAPHS.get(gpu) or "none"
 def set_toy_common_configs(cfg):
-    cfg.model.cuda_graph_impl = "transformer_engine"
+    cfg.model.cuda_graph_impl = _graph_impl("h100")
 def toy_pretrain_config_h100(precision="bf16", mock=True, config_variant="v1"):
     base_cfg = get_workload_base_config(model_recipe_name="toy", gpu="h100", compute_dtype=precision.upper())
     cfg = toy_pretrain_config(mock=mock)
@@ -144,7 +147,7 @@ def test_preset_modules_make_recompute_selective_over_the_recipe_default(presets
     state = _conditions("TOY_PRETRAIN_CONFIG_H100_BF16_V1", presets)
     assert state["recompute_granularity"] == "selective" and state["recompute_modules"] == ["moe_act"]
     assert state["moe_token_dispatcher_type"] == "alltoall"  # the override layer's fallback
-    assert state["cuda_graph_impl"] == "transformer_engine"  # the perf script's common helper
+    assert state["cuda_graph_impl"] == "transformer_engine"  # a helper's return value, through dict.get and `or`
     assert state["expert_tensor_parallel_size"] == 1
     assert "overlap_moe_expert_parallel_comm" not in state
 
@@ -198,4 +201,17 @@ def test_every_row_has_conditions_or_says_why_not():
     assert len(with_conditions) >= 240
     assert all(r["conditions_note"] for r in rows if not r["conditions_source"])
     assert all("@" in r["conditions_source"] for r in with_conditions)
-    assert {r["release"] for r in rows if "not read" in r["conditions_note"]} == {"25.09", "26.08"}
+    by_release = {release: [r for r in rows if r["release"] == release] for release in ("25.09", "26.08")}
+    assert sum(bool(r["conditions_source"]) for r in by_release["25.09"]) >= 20  # the YAML presets
+    assert sum(bool(r["conditions_source"]) for r in by_release["26.08"]) >= 17  # the flat recipes
+
+
+def test_25_09_yaml_preset_and_command_line():
+    """25.09's run_script: DeepSeek-V3 on H100 took DeepEP, 1F1B EP overlap and recompute of the MLA up
+    projection and the MLP; the Qwen3 runs dropped tokens (capacity factor 1)."""
+    rows = _csv_rows()
+    h100 = next(r for r in rows if r["release"] == "25.09" and r["model"] == "DeepSeekV3" and r["system"] == "DGX-H100")
+    assert (h100["recompute"], h100["recompute_modules"]) == ("selective", "mla_up_proj+mlp")
+    assert (h100["dispatcher"], h100["flex_backend"], h100["ep_overlap"]) == ("flex", "deepep", "true")
+    qwen = [r for r in rows if r["release"] == "25.09" and r["model"].startswith("Qwen3") and r["conditions_source"]]
+    assert qwen and all(r["capacity_factor"] == "expert 1.0" for r in qwen)
