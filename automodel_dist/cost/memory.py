@@ -186,8 +186,11 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds). `recompute_modules`: Megatron's selective recompute
-    modules, MCore labels (`recompute_modules`, e.g. "core_attn", "layernorm", "moe_act", "mla_up_proj").
+    writes only where every prerequisite holds). `preserve_fp32_weights`, `grad_reduce_in_fp32`:
+    MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
+    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer. `recompute_modules`:
+    Megatron's selective recompute modules, MCore labels (`recompute_modules`, e.g. "core_attn",
+    "layernorm", "moe_act", "mla_up_proj").
     """
 
     checkpointing: str | None = None
@@ -200,6 +203,8 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    preserve_fp32_weights: bool = False
+    grad_reduce_in_fp32: bool = False
     recompute_modules: tuple[str, ...] = ()
 
     @property
@@ -269,8 +274,14 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
                            dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
-                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
+    weights = grads = main = sharded_w * weight_bytes + fp32_extra
+    if layout.strategy == "megatron_fsdp":  # its flat buffers (tests/test_model_oracle.py measures them)
+        if options.preserve_fp32_weights:
+            main = sharded_w * FP32 + fp32_extra
+            weights += main
+        if options.grad_reduce_in_fp32:
+            grads = sharded_w * FP32 + fp32_extra
+    return ModelStates(weights, grads, main * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(
