@@ -224,8 +224,12 @@ class Interpreter:
             op = node.ops[0]
             table = {ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right, ast.Is: lambda: left is right,
                      ast.IsNot: lambda: left is not right, ast.In: lambda: left in right,
-                     ast.NotIn: lambda: left not in right}
-            return table[type(op)]() if type(op) in table else UNKNOWN
+                     ast.NotIn: lambda: left not in right, ast.Lt: lambda: left < right,
+                     ast.LtE: lambda: left <= right, ast.Gt: lambda: left > right, ast.GtE: lambda: left >= right}
+            try:
+                return table[type(op)]() if type(op) in table else UNKNOWN
+            except TypeError:  # e.g. None < 1
+                return UNKNOWN
         if isinstance(node, ast.BoolOp):  # Python's: the first value that decides, else the last
             for item in node.values[:-1]:
                 value = self.value(item, env)
