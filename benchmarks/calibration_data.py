@@ -21,7 +21,9 @@ Sources (public):
   master_weights="fp32" and no deferral.
 - MB_SUMMARY: every row of Megatron-Bridge's `docs/performance-summary.md` and its archive over all releases,
   imported by benchmarks/import_measurements.py into benchmarks/measurements/megatron_bridge.csv (each row
-  names the file and commit it came from).
+  names the file and commit it came from), with the recipe conditions of the release's performance preset
+  the row matches (recompute, dispatcher, EP overlap, ETP, CUDA graphs; `conditions_source` names the preset
+  and perf script at path@commit; empty where no preset matched, `conditions_note` says why).
 - AUTOMODEL_PAGE: the rows of AutoModel's current `docs/performance-summary.mdx` beyond the calibration
   notes (DeepSeek-V3 and Kimi-K2 pipelines, GPT-OSS-120B): held out, never fitted to.
 - TITAN_ASYNC_TP: pytorch/torchtitan `benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md`.
@@ -74,7 +76,9 @@ class CalibrationRow:
     task: str = "pretrain"
     precision: str = "bf16"
     peft_rank: int | None = None
-    checkpointing: str = "none"  # none | full | selective (torchtitan's op-level policy)
+    checkpointing: str = "none"  # none | full | selective (torchtitan's op-level policy; Megatron's modules) | auto
+    recompute_modules: tuple[str, ...] = ()  # Megatron's selective recompute modules (MCore labels)
+    ep_overlap: bool = True  # Megatron's overlap_moe_expert_parallel_comm (RecipeOptions.ep_overlap)
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
@@ -358,6 +362,18 @@ def _size(cell: str) -> int:
     return 1 if cell in ("", "n/a", "-") else int(cell)
 
 
+def _mb_recompute(r: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The row's recompute as its preset states it, else "auto" (the least that fits); selective with no
+    modules recomputes nothing. CPU offloading of activations is not modelled: the least recompute that fits
+    stands in for it."""
+    if r["cpu_offload_layers"] not in ("", "none"):
+        return "auto", ()
+    if r["recompute"] == "selective":
+        modules = tuple(m for m in r["recompute_modules"].split("+") if m not in ("", "none"))
+        return ("selective", modules) if modules else ("none", ())
+    return (r["recompute"], ()) if r["recompute"] in ("none", "full") else ("auto", ())
+
+
 def _mb_row(r: dict[str, str]) -> CalibrationRow:
     tp, pp, cp, vp, ep = (_size(r[k]) for k in ("tp", "pp", "cp", "vp", "ep"))
     gpus, gbs, mbs = int(r["gpus"]), int(r["gbs"]), int(r["mbs"])
@@ -376,16 +392,29 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
     if pp > 1:
         layout |= {"vpp": vp, "pp_schedule": "interleaved1f1b" if vp > 1 else "1f1b"}
     if ep > 1:
-        layout["dispatcher"] = "hybridep" if gpu.startswith("gb") else "deepep"
-    notes = "; ".join(x for x in (r["notes"], f"FSDP {'on' if r['fsdp'] == '1' else 'off (distributed optimizer)'}")
-                      if x)
+        # the preset's dispatcher; unstated: the flex backend the GPU generation takes
+        stated = r["flex_backend"] if r["dispatcher"] == "flex" else r["dispatcher"]
+        layout["dispatcher"] = stated or ("hybridep" if gpu.startswith("gb") else "deepep")
+        if r["conditions_source"]:  # MCore: expert_tensor_parallel_size None is the TP size
+            layout["etp"] = int(r["etp"]) if r["etp"] not in ("", "none") else tp
+    checkpointing, modules = _mb_recompute(r)
+    notes = "; ".join(x for x in (r["notes"], f"FSDP {'on' if r['fsdp'] == '1' else 'off (distributed optimizer)'}",
+                                  r["cuda_graph_impl"] not in ("", "none") and
+                                  f"CUDA graphs {r['cuda_graph_impl']} ({r['cuda_graph_scope']})",
+                                  r["cpu_offload_layers"] not in ("", "none") and
+                                  f"CPU offloading of {r['cpu_offload_layers']} layers (not modelled)",
+                                  r["capacity_factor"] not in ("", "none") and
+                                  f"MoE capacity factor {r['capacity_factor']} (not modelled)",
+                                  r["conditions_note"]) if x)
     return CalibrationRow(
         name=f"MB {r['release']} {r['task']} {r['model']} {gpus}x{r['system'].removeprefix('DGX-')} {r['precision']} "
              f"TP{tp} PP{pp} VP{vp} CP{cp} EP{ep} MBS{mbs} GBS{gbs}",
-        source=r["source"], model=MB_MODELS.get(r["model"], r["model"]), gpu=gpu, world_size=gpus, layout=layout,
+        source=r["source"] + (f"; conditions: {r['conditions_source']}" if r["conditions_source"] else ""),
+        model=MB_MODELS.get(r["model"], r["model"]), gpu=gpu, world_size=gpus, layout=layout,
         seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
         peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
-        checkpointing="auto", master_weights="fp32", async_tp=tp > 1, framework="megatron",
+        checkpointing=checkpointing, recompute_modules=modules, ep_overlap=r["ep_overlap"] != "false",
+        master_weights="fp32", async_tp=tp > 1, framework="megatron",
         # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
         # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes
         # their gradient into the same buffer, 2 bytes per logit
