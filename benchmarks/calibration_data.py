@@ -55,6 +55,13 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "vocab_size": 163840}
 
 MB_PERF_LOGIT_BYTES = 2.0
+# Every release's performance presets reduce gradients in bf16: `cfg.ddp.grad_reduce_in_fp32 = False` (and
+# `mixed_precision.grad_reduce_in_fp32`) in scripts/performance/configs/*/*_llm_{pretrain,finetune}.py's common
+# settings at each release measured (yaml configs at 25.09, e.g. llama3_70b_llm_pretrain.yaml), and in
+# perf_recipes/_common.py `_benchmark_common` and `_perf_precision` from 26.08 (only Kimi K2's 26.08 recipe turns
+# it back on; the table has no 26.08 Kimi K2 row). So MCore's gradient buffer is bf16 (`_ParamAndGradBuffer`
+# grad_dtype = param dtype), half what the library recipes' default fp32 takes.
+MB_PERF_REDUCE_DTYPE = "bfloat16"
 # torchtitan's Grand Teton H100s (its 2024-12 benchmark notes): 96 GB HBM2e at 2.4 TB/s (the H100 SXM preset has
 # 80 GB HBM3 at 3.35 TB/s), 500 W power limit ("the actual peak TFLOPs number is between SXM and NVL"); the logs put
 # 82.4 GiB at 86.7 %, i.e. 95.0 GiB. Its own name keys the GPU's fitted efficiency (gpu_efficiency:<name>).
@@ -387,7 +394,9 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         excluded = f"{r['precision']} not modelled"
     precision, recipe = MB_PRECISIONS.get(r["precision"], ("bf16", "tensorwise"))
     gpu = MB_GPUS.get(r["system"], "h100")
-    layout = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "sequence_parallel": tp > 1,
+    # FSDP off: Megatron-Core's DDP with the distributed optimizer (every performance preset turns it on)
+    layout = {"strategy": "fsdp2" if r["fsdp"] == "1" else "distributed_optimizer",
+              "tp": tp, "pp": pp, "cp": cp, "ep": ep, "sequence_parallel": tp > 1,
               "local_batch_size": gbs // dp if pp > 1 else mbs, "micro_batch_size": mbs}
     if pp > 1:
         layout |= {"vpp": vp, "pp_schedule": "interleaved1f1b" if vp > 1 else "1f1b"}
@@ -418,7 +427,7 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
         # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes
         # their gradient into the same buffer, 2 bytes per logit
-        logit_bytes=MB_PERF_LOGIT_BYTES,
+        logit_bytes=MB_PERF_LOGIT_BYTES, reduce_dtype=MB_PERF_REDUCE_DTYPE,
         # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
         defer_grad_sync=r["fsdp"] != "1",
         tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),

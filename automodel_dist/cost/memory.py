@@ -300,14 +300,20 @@ class ModelStates(NamedTuple):
     trained_unsharded: float
 
 
+def shard_groups(layout: Layout) -> tuple[int, int]:
+    """Ranks the model states are sharded over: (dense weights, routed experts); DDP shards nothing."""
+    if layout.strategy == "ddp":
+        return 1, 1
+    fsdp = (layout.dp_shard or 1) * (layout.cp or 1)
+    return fsdp, (layout.ep_shard if (layout.ep or 1) > 1 else fsdp)
+
+
 def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load: RankLoad,
                  options: RecipeOptions = AUTOMODEL_DEFAULTS) -> ModelStates:
     """Parameter, gradient and optimizer bytes of the pp rank `load` describes (tests/test_memory_grounding.py
     checks them against what AutoModel's own build allocates on every catalog architecture)."""
     tp, pp, ep = layout.tp or 1, layout.pp or 1, layout.ep or 1
-    ddp = layout.strategy == "ddp"
-    fsdp = 1 if ddp else (layout.dp_shard or 1) * (layout.cp or 1)
-    expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
+    fsdp, expert_shard = shard_groups(layout)
     weight_bytes = FP32 if options.master_weights == "fp32" else BF16
     head = (shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)) + shape.final_norm_params
     # weights this rank holds before FSDP sharding (TP-split but for norms and routers), then its shards
@@ -328,13 +334,31 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
     weights = grads = main = sharded_w * weight_bytes + fp32_extra
-    if layout.strategy == "megatron_fsdp":  # its flat buffers (tests/test_model_oracle.py measures them)
+    if layout.strategy == "distributed_optimizer":
+        # Megatron-Core's DDP keeps one gradient buffer of every local weight for the whole step, in fp32 with
+        # `grad_reduce_in_fp32` else in the weights' bf16 (`_ParamAndGradBuffer`: grad_dtype); the distributed
+        # optimizer's fp32 main-gradient shard is a view into an fp32 buffer, or a `.float()` copy made at the
+        # step (DistributedOptimizer._copy_model_grads_to_main_grads): no shard of its own beside the buffer
+        grads = (dense_w + experts_w) * options.reduce_bytes + fp32_extra
+    elif layout.strategy == "megatron_fsdp":  # its flat buffers (tests/test_model_oracle.py measures them)
         if options.preserve_fp32_weights:
             main = sharded_w * FP32 + fp32_extra
             weights += main
         if options.grad_reduce_in_fp32:
             grads = sharded_w * FP32 + fp32_extra
     return ModelStates(weights, grads, main * 2, dense_w, experts_w, trained_unsharded)
+
+
+def step_grad_copy(states: ModelStates, layout: Layout, options: RecipeOptions, transient: float) -> float:
+    """Bytes the distributed optimizer's step adds to the forward/backward peak: with a bf16 gradient buffer it
+    copies its shard of the gradients to fp32 (`shard_model_grad.float()`) once the backward has freed the
+    `transient` memory (activations, logits), so only what exceeds them raises the peak; an fp32 buffer is
+    viewed in place."""
+    if options.reduce_bytes >= FP32:
+        return 0.0
+    fsdp, expert_shard = shard_groups(layout)
+    shard = states.dense_w / fsdp + states.experts_w / expert_shard
+    return max(0.0, shard * FP32 - transient)
 
 
 def memory_breakdown(
@@ -377,11 +401,10 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     mode = checkpointing_mode(layout, options)
     if mode not in _CHECKPOINTING:
         raise ValueError(f"checkpointing must be one of {_CHECKPOINTING}, got {mode!r}")
-    tp, cp, pp, ep = layout.tp or 1, layout.cp or 1, layout.pp or 1, layout.ep or 1
+    tp, pp, ep = layout.tp or 1, layout.pp or 1, layout.ep or 1
     peft = training.is_peft
     ddp = layout.strategy == "ddp"
-    fsdp = 1 if ddp else (layout.dp_shard or 1) * cp
-    expert_shard = 1 if ddp else (layout.ep_shard if ep > 1 else fsdp)
+    fsdp, expert_shard = shard_groups(layout)
     fp32_master = options.master_weights == "fp32"
     reduce_bytes = options.reduce_bytes
     head = shape.lm_head_params or (shape.embedding_params if pp > 1 else 0)
@@ -423,8 +446,8 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             gather = 0.0
         elif keep_gathered:
             gather = (gathered_dense + gathered_experts) * BF16
-            if deferred:
-                grads += trained_unsharded * reduce_bytes  # unsharded gradients accumulated over micro batches
+            if deferred:  # unsharded gradients accumulated over micro batches (the distributed optimizer's
+                grads += 0.0 if persistent else trained_unsharded * reduce_bytes  # buffer: `model_states`)
         else:
             layer_w = max(
                 shape.dense_layer_params / tp if dense_n else 0,
@@ -436,7 +459,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             if ep > 1:
                 gather += gathered_experts * BF16
             if deferred:  # resharded weights, but every layer's unsharded gradients accumulated until the sync
-                grads += trained_unsharded * reduce_bytes
+                grads += 0.0 if persistent else trained_unsharded * reduce_bytes
             elif trained_unsharded and not peft:
                 grads += layer_w * reduce_bytes  # one layer's gradients waiting for reduce-scatter
 
@@ -454,7 +477,11 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
                 dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
-        fragmentation = FRAGMENTATION * (activations + logits + gather)
+        # the distributed optimizer's bf16 weights live in one buffer allocated at build (`_ParamAndGradBuffer`
+        # param_data), not in the caching allocator's churn
+        fragmentation = FRAGMENTATION * (activations + logits + (0.0 if persistent else gather))
+        if persistent:
+            grads += step_grad_copy(states, layout, options, activations + logits + fragmentation)
         by_rank.append((params, grads, optim, gather, activations, logits, fragmentation, runtime))
     return by_rank
 
