@@ -381,7 +381,17 @@ def _mb_recompute(r: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     return (r["recompute"], ()) if r["recompute"] in ("none", "full") else ("auto", ())
 
 
+# Table cells that contradict the same row and the release's preset, with what ran instead. 25.11 GPT OSS 120B on
+# 64 H100 (performance-summary-archive.md@4ab94dfad366) prints MBS 4 and GA 2, the DGX-B200 row's values (PP1, DP
+# 64); at PP4 (DP 16) GBS 512 with MBS 4 would be GA 8. Its preset (scripts/performance/configs/gpt_oss/
+# workload_base_configs.py@7af9601c9da7 GPT_OSS_120B_H100_BF16_BASE_CONFIG over BASE_GPT_OSS_120B_CONFIG) states
+# MBS 1, as every later release's H100 row does.
+MB_TABLE_ERRATA = {("25.11", "DGX-H100", "GPT OSS 120B", "BF16"): {"mbs": "1"}}
+
+
 def _mb_row(r: dict[str, str]) -> CalibrationRow:
+    erratum = MB_TABLE_ERRATA.get((r["release"], r["system"], r["model"], r["precision"]), {})
+    r = {**r, **erratum}
     tp, pp, cp, vp, ep = (_size(r[k]) for k in ("tp", "pp", "cp", "vp", "ep"))
     gpus, gbs, mbs = int(r["gpus"]), int(r["gbs"]), int(r["mbs"])
     dp = gpus // (tp * pp * cp)
@@ -414,7 +424,9 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
                                   f"CPU offloading of {r['cpu_offload_layers']} layers (not modelled)",
                                   r["capacity_factor"] not in ("", "none") and
                                   f"MoE capacity factor {r['capacity_factor']} (not modelled)",
-                                  r["conditions_note"]) if x)
+                                  r["conditions_note"],
+                                  erratum and "table cells corrected to the preset's: " + ", ".join(
+                                      f"{k} {v}" for k, v in erratum.items())) if x)
     return CalibrationRow(
         name=f"MB {r['release']} {r['task']} {r['model']} {gpus}x{r['system'].removeprefix('DGX-')} {r['precision']} "
              f"TP{tp} PP{pp} VP{vp} CP{cp} EP{ep} MBS{mbs} GBS{gbs}",

@@ -1,0 +1,73 @@
+"""Megatron-Core's distributed optimizer as it allocates memory (MCore 0.19 `_ParamAndGradBuffer`,
+`DistributedOptimizer`): bf16 weights and one gradient buffer per rank, fp32 main weights and Adam states sharded."""
+
+from __future__ import annotations
+
+import pytest
+
+from automodel_dist.catalog.models import resolve_model
+from automodel_dist.cost import memory
+from automodel_dist.cost.memory import FRAGMENTATION, RecipeOptions
+from automodel_dist.cost.shape import model_shape
+from automodel_dist.layout import Layout
+from automodel_dist.problem import TrainingSpec
+
+TRAINING = TrainingSpec(task="pretrain", seq_length=4096, global_batch_size=256)
+SHAPE = model_shape(resolve_model("meta-llama/Llama-3.1-70B"), TRAINING)
+MEGATRON = RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True)
+
+
+def layout(strategy: str) -> Layout:
+    """64 GPUs, TP2 PP4 VPP5: DP 8 shards the optimizer."""
+    return Layout(world_size=64, strategy=strategy, tp=2, pp=4, vpp=5, pp_schedule="interleaved1f1b",
+                  sequence_parallel=True, global_batch_size=256, local_batch_size=32, micro_batch_size=1)
+
+
+def states_per_weight(strategy: str, options: RecipeOptions) -> float:
+    """Bytes of model states (weights, gradients, optimizer) per weight on the first pp rank."""
+    lay = layout(strategy)
+    load = memory.every_rank_load(SHAPE, lay)[0]
+    states = memory.model_states(SHAPE, lay, TRAINING, load, options)
+    weights = states.dense_w + states.experts_w
+    parts = memory.memory_by_pp_rank(SHAPE, lay, TRAINING, options=options)[0][1]
+    return (parts["parameters"] + parts["gradients"] + parts["optimizer"] + parts["fsdp_gather"]) * 2**30 / weights
+
+
+def test_distributed_optimizer_holds_6_plus_12_over_dp_bytes_per_weight_with_fp32_gradients():
+    """Megatron-Bridge's own estimator says 6 + 12/shard (megatron-bridge-oracle.md §7): bf16 weights (2), the fp32
+    gradient buffer (4), fp32 main weights and Adam's two states sharded over DP (12/8); no fp32 gradient shard of
+    its own (the optimizer views the fp32 buffer)."""
+    assert states_per_weight("distributed_optimizer", MEGATRON) == pytest.approx(6 + 12 / 8, rel=1e-3)
+
+
+def test_a_bf16_gradient_buffer_halves_it_as_the_performance_presets_run():
+    """`grad_reduce_in_fp32=False` (every performance preset): the buffer is bf16, 2 B per weight."""
+    bf16 = RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True, reduce_dtype="bfloat16")
+    assert states_per_weight("distributed_optimizer", bf16) == pytest.approx(4 + 12 / 8, rel=1e-3)
+
+
+def test_fsdp_with_deferred_sync_keeps_its_sharded_fp32_gradients_beside_the_unsharded_ones():
+    """Neighbour: FSDP2 with fp32 masters shards fp32 gradients (4/dp) beside the unsharded ones it accumulates."""
+    assert states_per_weight("fsdp2", MEGATRON) == pytest.approx(6 + 16 / 8, rel=1e-3)
+
+
+def test_the_distributed_optimizers_weight_buffer_takes_no_fragmentation():
+    """Its bf16 weights live in one buffer allocated at build; FSDP's gathered weights churn the allocator."""
+    for strategy, counted in (("distributed_optimizer", False), ("fsdp2", True)):
+        parts = memory.memory_breakdown(SHAPE, layout(strategy), TRAINING, options=MEGATRON)
+        transient = parts["activations"] + parts["logits"] + (parts["fsdp_gather"] if counted else 0.0)
+        assert parts["fragmentation"] == pytest.approx(FRAGMENTATION * transient, rel=1e-9)
+
+
+def test_the_steps_fp32_gradient_copy_counts_only_beyond_the_freed_activations():
+    """With a bf16 buffer the step copies its gradient shard to fp32 after the backward has freed the activations:
+    it raises the peak only when it outweighs them; an fp32 buffer is viewed in place."""
+    lay = layout("distributed_optimizer")
+    load = memory.every_rank_load(SHAPE, lay)[0]
+    bf16 = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16")
+    states = memory.model_states(SHAPE, lay, TRAINING, load, bf16)
+    shard = states.dense_w / 8 * 4
+    assert memory.step_grad_copy(states, lay, bf16, 0.0) == pytest.approx(shard)
+    assert memory.step_grad_copy(states, lay, bf16, shard / 2) == pytest.approx(shard / 2)
+    assert memory.step_grad_copy(states, lay, bf16, 2 * shard) == 0.0
+    assert memory.step_grad_copy(states, lay, MEGATRON, 0.0) == 0.0
