@@ -12,7 +12,7 @@ from typing import Any
 
 from automodel_dist.layout import Layout
 from automodel_dist.targets.commented import Section
-from automodel_dist.targets.megatron_bridge.overrides import APPENDED, KEYS, OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import KEYS, OverrideSet, appended
 from automodel_dist.yamlio import dump_yaml
 
 # Written only for MoE models (a layout with a dispatcher); a dense model keeps the recipe's.
@@ -20,7 +20,8 @@ MOE_FIELDS = frozenset({"dispatcher_type", "flex_backend", "shared_expert_overla
 # Written only when set: recompute_modules means nothing without selective recompute, the MTP layer
 # count is the recipe's unless the model has one, only the sft/peft recipes pack sequences, and the
 # fine-tuning keys are the sft/peft recipes' (the loss averaging only with CP).
-OPTIONAL_FIELDS = frozenset({"recompute_modules", "mtp_num_layers", "packed_sequence_size", "pad_seq_to_mult",
+OPTIONAL_FIELDS = frozenset({"comm_overlap_target", "recompute_modules", "mtp_num_layers", "packed_sequence_size",
+                             "pad_seq_to_mult",
                              "per_token_loss", "average_in_collective", "pretrained_checkpoint", "peft_dim",
                              "peft_alpha"})
 # A Hydra value outside these characters is quoted (pipeline layouts: `Et*3|(tt|)*29m|L`).
@@ -66,7 +67,7 @@ def hydra_value(value: Any) -> str:
 
 def hydra_overrides(override: OverrideSet) -> list[str]:
     """The `key=value` list for the recipe runner."""
-    return [f"{'+' if path in APPENDED else ''}{path}={hydra_value(value)}"
+    return [f"{'+' if appended(path, override.settings) else ''}{path}={hydra_value(value)}"
             for path, _, value in override_pairs(override)]
 
 

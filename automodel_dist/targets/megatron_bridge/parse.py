@@ -25,7 +25,7 @@ INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size"
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
-                      "pretrained_checkpoint", "peft_dim", "peft_alpha"})
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
@@ -153,16 +153,21 @@ def hydra_file(text: str) -> list[tuple[int, str]] | None:
     return items or None
 
 
+def flat_overrides(source: Document | Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
+    """{dotted key: value} of an override set (a loaded YAML document, a mapping, or a Hydra list)."""
+    if isinstance(source, Document):
+        return flatten(source.data)
+    if isinstance(source, Mapping):
+        return flatten(source)
+    return hydra_mapping(source)
+
+
 def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
                     where: Callable[[str], str] | None = None) -> OverrideSet:
     """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
     `where(dotted key)` places a bad value (a YAML document's keys are placed by the document)."""
-    if isinstance(source, Document):
-        flat, doc = flatten(source.data), source
-    elif isinstance(source, Mapping):
-        flat, doc = flatten(source), None
-    else:
-        flat, doc = hydra_mapping(source), None
+    flat = flat_overrides(source)
+    doc = source if isinstance(source, Document) else None
     locate = where or (doc.where if doc else (lambda path: path))
     layout_values: dict[str, Any] = {}
     settings_values: dict[str, Any] = {}
