@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from automodel_dist.output import Output, write_outputs
+from automodel_dist.output import JSON_MARKER, Output, write_outputs
 from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, SOURCE
 from automodel_dist.targets.megatron_bridge.recipes import RECIPES
 
@@ -28,14 +28,15 @@ def merge(trees: dict[str, dict[str, Any]]) -> dict[str, Any]:
     classes: dict[str, dict[str, Any]] = {}
     for tree in trees.values():
         for name, kind in tree["classes"].items():
-            known = classes.setdefault(name, {"target": kind["target"], "fields": {}})
-            assert known["target"] == kind["target"], f"two classes named {name}"
+            known = classes.setdefault(name, {"target": kind["target"], "fields": {}, "required": kind["required"]})
+            assert (known["target"], known["required"]) == (kind["target"], kind["required"]), f"two classes {name}"
             for field, value in kind["fields"].items():
                 if known["fields"].get(field) is None:
                     known["fields"][field] = value
-    return {"generated_by": "scripts/mbridge_config_fields.py", "source": SOURCE,
+    return {"generated_by": JSON_MARKER, "script": "scripts/mbridge_config_fields.py", "source": SOURCE,
             "recipes": {recipe: trees[recipe]["root"] for recipe in sorted(trees)},
-            "classes": {name: {"target": kind["target"], "fields": dict(sorted(kind["fields"].items()))}
+            "classes": {name: {"target": kind["target"], "fields": dict(sorted(kind["fields"].items())),
+                               "required": kind["required"]}
                         for name, kind in sorted(classes.items())}}
 
 

@@ -181,8 +181,8 @@ class _Worker:
 
     def fields(self, recipe: str) -> dict[str, Any]:
         """The recipe's ConfigContainer as field names: {"root": its fields, "classes": {class: {"target": module
-        path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}}}} for every dataclass
-        reached from it."""
+        path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}, "required": the fields
+        without a default}}} for every dataclass reached from it."""
         import dataclasses
 
         classes: dict[str, dict[str, Any]] = {}
@@ -193,7 +193,10 @@ class _Worker:
                 value = getattr(obj, f.name, None)
                 if dataclasses.is_dataclass(value) and not isinstance(value, type):
                     kind = type(value)
-                    classes[kind.__name__] = {"target": f"{kind.__module__}.{kind.__qualname__}", "fields": walk(value)}
+                    required = sorted(g.name for g in dataclasses.fields(value) if g.init and g.default is
+                                      dataclasses.MISSING and g.default_factory is dataclasses.MISSING)
+                    classes[kind.__name__] = {"target": f"{kind.__module__}.{kind.__qualname__}", "fields": walk(value),
+                                              "required": required}
                     fields[f.name] = kind.__name__
                 else:
                     fields[f.name] = "*" if isinstance(value, dict) else None

@@ -49,6 +49,7 @@ settings_strategy = st.builds(
     precision=st.sampled_from(PRECISIONS), tp_comm_overlap=st.booleans(), te_rng_tracker=st.booleans(),
     check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
     seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
+    comm_overlap_target=st.none() | st.just("megatron.bridge.training.comm_overlap.CommOverlapConfig"),
     account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
     packed_sequence_size=st.none() | st.sampled_from([4096, 8192]),
     pad_seq_to_mult=st.none() | st.sampled_from([1, 4, 16]), per_token_loss=st.none() | st.booleans(),
@@ -68,7 +69,7 @@ def override_sets(draw: st.DrawFn) -> OverrideSet:
     if s.recompute_granularity is None:
         s = s.with_(recompute_modules=None)
     if not s.comm_overlap:  # a recipe without a CommOverlapConfig takes no comm_overlap keys
-        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False)
+        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False, comm_overlap_target=None)
     if not moe:  # a dense model's override set leaves the MoE keys to the recipe
         s = s.with_(dispatcher_type="alltoall", flex_backend=None, shared_expert_overlap=False, ep_overlap=False,
                     delay_wgrad=False)

@@ -79,6 +79,7 @@ class KeyProblem:
     hint: str
     prefix: str  # the key up to that part
     missing_section: bool = False  # the recipe leaves this section None
+    missing_required: tuple[str, ...] = ()  # the fields a `_target_` class cannot be built without
 
 
 def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
@@ -94,6 +95,12 @@ def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem
         if problem is not None and problem.prefix not in seen:  # one finding per unknown section
             seen.add(problem.prefix)
             out.append(problem)
+    for section, cls in built.items():
+        missing = tuple(name for name in fields.classes[cls]["required"] if f"{section}.{name}" not in flat) \
+            if cls else ()
+        if missing:
+            out.append(KeyProblem(f"{section}.{TARGET}", TARGET, cls or "", "add " + ", ".join(
+                f"{section}.{name}" for name in missing), f"{section}.{TARGET}", missing_required=missing))
     return out
 
 

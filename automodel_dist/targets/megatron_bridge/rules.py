@@ -151,6 +151,8 @@ UNKNOWN_KEY = _rule("mb-unknown-key", ERROR, "", "every key must be a field of t
 SECTION_MISSING = _rule("mb-section-missing", ERROR, "",
                         "keys under a section the recipe leaves None (comm_overlap, peft) need the override to build "
                         "it (_target_)")
+TARGET_REQUIRED = _rule("mb-target-required", ERROR, "",
+                        "a section built with _target_ must give the fields its class has no default for")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
                         "PEFT needs the pretrained checkpoint its adapters train on")
 
@@ -585,19 +587,25 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
     out = []
     name = recipe or "the recipe"
     for p in key_problems(flat, recipe):
-        if p.missing_section:
-            theirs = (f"Could not override '{p.path}'" if hydra else
-                      f"the YAML merge makes {p.field} a plain dict, which its validation then fails on "
-                      "(\"'dict' object has no attribute ...\")")
+        if p.missing_required:
+            section = p.path.rsplit(".", 1)[0]
+            out.append(TARGET_REQUIRED.finding(
+                f"{p.owner} has no default for {', '.join(p.missing_required)}: Megatron-Bridge cannot build it "
+                f"('Failed to instantiate {section} from _target_'), so {section} stays a plain dict its "
+                "validation then fails on (''dict' object has no attribute ...')", path=p.path, hint=p.hint))
+        elif p.missing_section:
+            theirs = (f"'Could not override '{p.path}''" if hydra else
+                      f"the YAML merge makes {p.field} a plain dict its validation then fails on "
+                      "(''dict' object has no attribute ...')")
             out.append(SECTION_MISSING.finding(f"{name} builds no {p.field} (it is None in the recipe's "
                                                f"ConfigContainer): Megatron-Bridge cannot set {p.path}: {theirs}",
                                                path=p.path, hint=p.hint))
-            continue
-        theirs = (f"Could not override '{p.path}'. To append to your config use +{p.path}=..." if hydra else
-                  f"Key '{p.field}' in overrides not found in config object {p.owner}. Skipping.")
-        consequence = "refuses the list" if hydra else "trains without it"
-        out.append(UNKNOWN_KEY.finding(f"{p.owner} has no field {p.field!r}; Megatron-Bridge {consequence}: "
-                                       f"{theirs}", path=p.path, hint=p.hint))
+        else:
+            skipped = f"'Key '{p.field}' in overrides not found in config object {p.owner}. Skipping.'"
+            theirs = (f"it refuses the key ('Could not override '{p.path}''), or with a leading + appends it and "
+                      f"skips it ({skipped})" if hydra else f"it trains without it ({skipped})")
+            out.append(UNKNOWN_KEY.finding(f"{p.owner} has no field {p.field!r}; Megatron-Bridge: {theirs}",
+                                           path=p.path, hint=p.hint))
     return out
 
 
