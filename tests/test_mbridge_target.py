@@ -17,6 +17,7 @@ from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, overrid
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_SCOPES,
+    DIST_OPTIMIZER,
     PRECISIONS,
     PRETRAINED_FROM_ENV,
     RECOMPUTE_MODULES,
@@ -24,6 +25,7 @@ from automodel_dist.targets.megatron_bridge.overrides import (
     OverrideSet,
 )
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout, parse_overrides
+from automodel_dist.targets.megatron_bridge.plan import MegatronSpace
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, expand_layout
 from automodel_dist.yamlio import load_document
 
@@ -134,3 +136,26 @@ def test_gpu_generation_picks_dispatcher_and_precision() -> None:
         n == "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" for n, _, _ in gb200.env)
     h100 = compile_megatron(EXAMPLES / "deepseek-v3-1024xh100.yaml", ["training.precision=fp8"])
     assert h100.override.settings.precision == "bf16_with_fp8_subchannel_scaling_mixed"
+
+
+def _space(world: int, pins: str = "") -> MegatronSpace:
+    from automodel_dist.intent import load_intent, resolve_intent
+    from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned
+
+    gpus_per_node = 8 if world % 8 == 0 else 4 if world % 4 == 0 else world
+    text = (f"model: qwen3-30b-a3b\nhardware: {{gpu: h100-80gb, nodes: {world // gpus_per_node}, "
+            f"gpus_per_node: {gpus_per_node}}}\ntraining: {{task: pretrain, seq_length: 4096, global_batch_size: 240}}\n{pins}")
+    problem = resolve_intent(load_intent(text))
+    return MegatronSpace(problem, check_planned, estimate_planned, False)
+
+
+def test_pp_candidates_follow_the_minimum_gpu_formula() -> None:
+    """A TP that does not divide the world leaves no PP (it used to offer divisors of the floored W // TP: on 16
+    GPUs, TP3 gave PP5, a 15-GPU layout); one that does gives the PP sizes with PP·TP dividing the world."""
+    space = _space(16)
+    assert space.pps(DIST_OPTIMIZER, 3) == []
+    assert space.pps(DIST_OPTIMIZER, 2) == [1, 2, 4, 8]
+    assert all(16 % (pp * tp) == 0 for tp in (1, 2, 4, 8) for pp in space.pps(DIST_OPTIMIZER, tp))
+    wide = _space(24)  # 24 = 2^3·3: TP2 leaves PP 1, 2, 3, 4, 6, 12; layers bound none of them (48)
+    assert wide.pps(DIST_OPTIMIZER, 2) == [1, 2, 3, 4, 6, 12]
+    assert wide.pps(DIST_OPTIMIZER, 5) == []

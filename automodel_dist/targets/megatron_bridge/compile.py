@@ -78,6 +78,13 @@ class MegatronCompileResult(CompileResult):
     stack: ClassVar[str] = "Megatron Core"
     rank_provenance: ClassVar[str] = PROVENANCE
     axis_names: ClassVar[Mapping[str, str]] = {"ep_shard": "expert data parallel"}
+    layout_legend: ClassVar[str] = (
+        "Layout labels in Megatron's terms: TP, PP, VPP (virtual stages per PP rank), CP, EP, ETP (expert tensor "
+        "parallelism, shown above 1), DP the data-parallel size, EDP expert data parallelism (with EP), SP sequence "
+        "parallelism, the recompute granularity when there is one, MBS the micro batch.")
+    checkpointing_term: ClassVar[str] = "recompute"
+    # the distributed optimizer's gradient reduce-scatter and parameter all-gather run over DP (no FSDP here)
+    part_names: ClassVar[Mapping[str, str]] = {"fsdp_comm": "dp_comm", "fsdp_gather": "dp_gather"}
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from automodel_dist.layout import Layout
+from automodel_dist.layout import MEGATRON_STRATEGY, Layout
 
 # Layout.strategy of a Megatron-Bridge layout: Megatron's DDP with the distributed optimizer (optimizer
 # state and fp32 master weights sharded over data parallelism; bf16 weights and gradients replicated).
-DIST_OPTIMIZER = "distributed_optimizer"
+DIST_OPTIMIZER = MEGATRON_STRATEGY
 
 # The Megatron checkpoint a fine-tune loads (the Hugging Face weights imported with Megatron-Bridge's
 # AutoBridge): only the user knows where it is, so the override set reads it from the environment when
