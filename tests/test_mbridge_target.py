@@ -138,13 +138,14 @@ def test_gpu_generation_picks_dispatcher_and_precision() -> None:
     assert h100.override.settings.precision == "bf16_with_fp8_subchannel_scaling_mixed"
 
 
-def _space(world: int, pins: str = "") -> MegatronSpace:
+def _space(world: int) -> MegatronSpace:
     from automodel_dist.intent import load_intent, resolve_intent
     from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned
 
     gpus_per_node = 8 if world % 8 == 0 else 4 if world % 4 == 0 else world
     text = (f"model: qwen3-30b-a3b\nhardware: {{gpu: h100-80gb, nodes: {world // gpus_per_node}, "
-            f"gpus_per_node: {gpus_per_node}}}\ntraining: {{task: pretrain, seq_length: 4096, global_batch_size: 240}}\n{pins}")
+            f"gpus_per_node: {gpus_per_node}}}\ntraining: {{task: pretrain, seq_length: 4096, "
+            "global_batch_size: 240}\n")
     problem = resolve_intent(load_intent(text))
     return MegatronSpace(problem, check_planned, estimate_planned, False)
 
@@ -159,3 +160,16 @@ def test_pp_candidates_follow_the_minimum_gpu_formula() -> None:
     wide = _space(24)  # 24 = 2^3·3: TP2 leaves PP 1, 2, 3, 4, 6, 12; layers bound none of them (48)
     assert wide.pps(DIST_OPTIMIZER, 2) == [1, 2, 3, 4, 6, 12]
     assert wide.pps(DIST_OPTIMIZER, 5) == []
+
+
+def test_ep_overlap_clears_the_recipes_recompute_modules() -> None:
+    """Qwen3-Next's recipe sets recompute_modules [layernorm, moe, moe_act]; Megatron-Bridge refuses EP overlap with
+    moe in that list even when recompute is off ("disable moe in recompute_modules when enabling
+    overlap_moe_expert_parallel_comm"), so the override set always writes the list (null with recompute off).
+    tests/test_mbridge_oracle.py runs the card's Qwen3-Next row through Megatron-Bridge itself."""
+    intent = {"model": "qwen3-next-80b-a3b", "hardware": {"gpu": "gb200-nvl72", "nodes": 16},
+              "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 1024}}
+    result = compile_megatron(intent)
+    assert result.override is not None and result.override.settings.ep_overlap
+    assert "model.recompute_modules=null" in result.hydra
+    assert "model.recompute_granularity=null" in result.hydra
