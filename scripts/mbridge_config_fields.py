@@ -1,5 +1,6 @@
 """Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
-function's ConfigContainer the target knows (recipes.RECIPES), read from the installed megatron-bridge 0.6.2 by
+function's ConfigContainer the target knows (recipes.RECIPES), and its values at the keys the target models
+(overrides.KEYS: what an override set that leaves a key out runs with), read from the installed megatron-bridge 0.6.2 by
 building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
 checks the file against it).
 
@@ -16,9 +17,13 @@ from typing import Any
 
 from automodel_dist.output import JSON_MARKER, Output, write_outputs
 from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, SOURCE
+from automodel_dist.targets.megatron_bridge.overrides import KEYS
 from automodel_dist.targets.megatron_bridge.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parent.parent
+# Values the recipe sets by what the machine has, not recorded: without Transformer Engine or APEX (the oracle's
+# CPU) the model provider turns gradient_accumulation_fusion off; on a GPU node it stays on.
+HOST_DEPENDENT = {"model.gradient_accumulation_fusion"}
 sys.path.insert(0, str(ROOT / "tests"))
 
 
@@ -35,6 +40,7 @@ def merge(trees: dict[str, dict[str, Any]]) -> dict[str, Any]:
                     known["fields"][field] = value
     return {"generated_by": JSON_MARKER, "script": "scripts/mbridge_config_fields.py", "source": SOURCE,
             "recipes": {recipe: trees[recipe]["root"] for recipe in sorted(trees)},
+            "values": {recipe: trees[recipe]["values"] for recipe in sorted(trees)},
             "classes": {name: {"target": kind["target"], "fields": dict(sorted(kind["fields"].items())),
                                "required": kind["required"]}
                         for name, kind in sorted(classes.items())}}
@@ -46,7 +52,7 @@ def read_installed() -> dict[str, Any]:
     oracle = Oracle()
     try:
         functions = sorted(r.function for r in RECIPES.values())
-        return merge(oracle.fields(functions))
+        return merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
     finally:
         oracle.close()
 

@@ -179,10 +179,11 @@ class _Worker:
             self.configs[hub_id] = transformers.CONFIG_MAPPING[model_type](architectures=[architecture])
         return self.configs[hub_id]
 
-    def fields(self, recipe: str) -> dict[str, Any]:
+    def fields(self, recipe: str, read: list[str]) -> dict[str, Any]:
         """The recipe's ConfigContainer as field names: {"root": its fields, "classes": {class: {"target": module
         path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}, "required": the fields
-        without a default}}} for every dataclass reached from it."""
+        without a default}}} for every dataclass reached from it, and "values": the recipe's value at each dotted
+        path of `read` that it holds (a section it leaves None holds none) as JSON carries it."""
         import dataclasses
 
         classes: dict[str, dict[str, Any]] = {}
@@ -202,7 +203,17 @@ class _Worker:
                     fields[f.name] = "*" if isinstance(value, dict) else None
             return fields
 
-        return {"root": walk(self.base(recipe)), "classes": classes}
+        cfg = self.base(recipe)
+        values = {}
+        for path in read:
+            value: Any = cfg
+            for part in path.split("."):
+                value = getattr(value, part, _ABSENT) if value is not None else _ABSENT
+            if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+                values[path] = list(value)
+            elif isinstance(value, (bool, int, float, str, type(None))):
+                values[path] = value
+        return {"root": walk(cfg), "classes": classes, "values": values}
 
     def base(self, recipe: str) -> Any:
         import copy
@@ -258,6 +269,9 @@ class _Worker:
         return {"ok": True, "error": None, "values": {path: _read(cfg, path) for path in case.get("read", ())}}
 
 
+_ABSENT = object()  # a path the recipe's config does not reach
+
+
 def _read(cfg: Any, dotted: str) -> Any:
     """A value of the validated ConfigContainer, as JSON can carry it (what an override really set)."""
     value = cfg
@@ -272,7 +286,8 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if "fields" in request:
-            print(json.dumps({"fields": {recipe: worker.fields(recipe) for recipe in request["fields"]}}), flush=True)
+            print(json.dumps({"fields": {recipe: worker.fields(recipe, request.get("read", []))
+                                         for recipe in request["fields"]}}), flush=True)
             continue
         print(json.dumps({"results": [worker.judge(case) for case in request["cases"]]}), flush=True)
 
@@ -308,10 +323,10 @@ class Oracle:
         self.proc.stdin.flush()
         return self._read()["results"]
 
-    def fields(self, recipes: list[str]) -> dict[str, Any]:
-        """Each recipe function's ConfigContainer field tree (`_Worker.fields`)."""
+    def fields(self, recipes: list[str], read: list[str]) -> dict[str, Any]:
+        """Each recipe function's ConfigContainer field tree and its values at the `read` paths (`_Worker.fields`)."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"fields": recipes}) + "\n")
+        self.proc.stdin.write(json.dumps({"fields": recipes, "read": read}) + "\n")
         self.proc.stdin.flush()
         return self._read()["fields"]
 

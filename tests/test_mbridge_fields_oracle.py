@@ -4,7 +4,8 @@
 2. every key rule case (tests/test_mbridge_keys.py), in both forms: a bad Hydra list is refused with the message we
    quote, a bad YAML file is either refused or silently loses the key (the value never reaches the config), and the
    valid neighbour is accepted with its value applied;
-3. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
+3. override sets that leave keys to the recipe: our verdict, on the recipe's recorded values, is Megatron's;
+4. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
    Megatron-Bridge's own setup and validation accept with EP overlap on (both forms).
 """
 
@@ -16,9 +17,10 @@ from typing import Any
 
 import pytest
 from mbridge_oracle import Oracle, available
-from test_mbridge_keys import BAD_RECIPE, KEY_CASES, hydra_list, nested
+from test_mbridge_keys import BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
 from test_mbridge_oracle import DEVICES
 
+from automodel_dist import validate_recipe
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE
 from automodel_dist.targets.megatron_bridge.rules import check_keys
@@ -107,3 +109,17 @@ def test_recipe_without_comm_overlap_gets_one_megatron_accepts(oracle: Oracle, t
         assert theirs["values"]["comm_overlap"].startswith("CommOverlapConfig(")
         assert theirs["values"]["comm_overlap.overlap_moe_expert_parallel_comm"] is True
         assert theirs["values"]["comm_overlap.delay_wgrad_compute"] is False
+
+
+def test_keys_left_out_are_judged_at_the_recipes_values(oracle: Oracle, tmp_path: Path) -> None:
+    cases, ours = [], []
+    for i, (recipe, world, flat, _) in enumerate(RECIPE_VALUE_CASES):
+        path = tmp_path / f"partial{i}.yaml"
+        path.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+        cases.append({"recipe": recipe, "world_size": world, "overrides": [], "config_file": str(path), "gpu": H100})
+        report = validate_recipe(nested(flat), world_size=world, target="megatron-bridge", recipe_function=recipe)
+        ours.append([f.message for f in report.errors])
+    verdicts = oracle.judge(cases)
+    for mine, theirs in zip(ours, verdicts, strict=True):
+        assert bool(mine) != theirs["ok"], (mine, theirs)
+        assert not mine or any(" ".join(m.split())[:50] in theirs["error"] for m in mine), (mine, theirs)

@@ -139,3 +139,21 @@ def test_cli_locates_a_typo_and_exits_1(tmp_path: Path, suffix: str, text: str, 
     assert f"{path}{where} error [mb-unknown-key] model.tensor_model_paralel_size" in line
     assert "did you mean 'tensor_model_parallel_size'" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+QNEXT = "qwen3_next_80b_a3b_pretrain_config"  # PP4 EP8, selective recompute of [layernorm, moe, moe_act]
+NEXT_OVERLAP = {**BUILT, "comm_overlap.overlap_moe_expert_parallel_comm": True, "model.pipeline_model_parallel_size": 1}
+# (recipe, world, override set, the error rule it breaks or None): a key the set leaves out keeps the recipe's value
+# (data/megatron_bridge/config_fields.json), as it does in Megatron-Bridge (tests/test_mbridge_fields_oracle.py).
+RECIPE_VALUE_CASES: list[tuple[str, int, dict[str, Any], str | None]] = [
+    (Q30, 16, {"model.tensor_model_parallel_size": 2}, None),  # the recipe's GBS 1024 and EP16 fit 16 GPUs
+    (Q30, 8, {"model.tensor_model_parallel_size": 2}, "mb-expert-world-divisible"),  # its EP16 does not fit 8
+    (QNEXT, 8, NEXT_OVERLAP, "mb-ep-overlap-moe-recompute"),  # its recompute_modules hold moe
+    (QNEXT, 8, {**NEXT_OVERLAP, "model.recompute_modules": ["moe_act"]}, None),
+]
+
+
+@pytest.mark.parametrize(("recipe", "world", "flat", "rule"), RECIPE_VALUE_CASES)
+def test_keys_left_out_keep_the_recipes_values(recipe: str, world: int, flat: dict[str, Any], rule: str | None) -> None:
+    report = validate_recipe(nested(flat), world_size=world, target="megatron-bridge", recipe_function=recipe)
+    assert [f.rule for f in report.errors] == ([rule] if rule else [])

@@ -43,6 +43,7 @@ from automodel_dist.targets.megatron_bridge.emit import (
     reasons,
 )
 from automodel_dist.targets.megatron_bridge.fields import config_fields as recipe_fields
+from automodel_dist.targets.megatron_bridge.fields import recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import (
     flat_overrides,
@@ -240,7 +241,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                          hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
-    override, flat, hydra, locate, filename = _read_overrides(source, world_size)
+    override, flat, hydra, locate, filename = _read_overrides(source, world_size, recipe_values(recipe))
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
@@ -264,12 +265,14 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
 Locator = Callable[[list[Finding]], list[Finding]]
 
 
-def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, dict[str, Any], bool, Locator, str]:
-    """The override set, its {dotted key: value}, whether it is a Hydra list, what places its findings at their
-    lines, and the name of the file it came from."""
+def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
+                    ) -> tuple[OverrideSet, dict[str, Any], bool, Locator, str]:
+    """The override set on the recipe's values `base`, its own {dotted key: value}, whether it is a Hydra list,
+    what places its findings at their lines, and the name of the file it came from."""
     if isinstance(source, Sequence) and not isinstance(source, str):
         items = _hydra_list(source)
-        return parse_overrides(items, world_size=world_size), flat_overrides(items), True, list, "<overrides>"
+        return (parse_overrides(items, world_size=world_size, base=base), flat_overrides(items), True, list,
+                "<overrides>")
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
@@ -288,12 +291,12 @@ def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, dict[str
                         for f in findings]
 
             items = [item for _, item in lines]
-            override = parse_overrides(items, world_size=world_size, where=where)
+            override = parse_overrides(items, world_size=world_size, where=where, base=base)
             return override, flat_overrides(items), True, locate, filename
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
-    return (parse_overrides(doc, world_size=world_size), flat_overrides(doc), False,
+    return (parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), False,
             lambda findings: locate_all(doc, findings), doc.filename)
 
 

@@ -10,8 +10,9 @@ A section the recipe leaves None (most recipes' `comm_overlap`, a non-PEFT recip
 Hydra refuses them, and the YAML merge turns the section into a plain dict that fails later (`'dict' object has
 no attribute 'data_parallel_size'`), unless the override builds the object with `_target_`.
 
-The field names are data (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py
-from the installed package's dataclasses; tests/test_mbridge_fields_oracle.py checks it).
+The field names, and each recipe's values at the keys the target models (what a key the override set leaves out
+runs with), are data (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from
+the installed package's recipes; tests/test_mbridge_fields_oracle.py checks it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class ConfigFields:
 
     recipes: Mapping[str, Mapping[str, str | None]]
     classes: Mapping[str, Mapping[str, Any]]
+    values: Mapping[str, Mapping[str, Any]]  # each recipe's values at the keys the target models
 
     def root(self, recipe: str | None) -> Mapping[str, str | None]:
         """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
@@ -61,7 +63,13 @@ class ConfigFields:
 @cache
 def config_fields() -> ConfigFields:
     data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
-    return ConfigFields(recipes=data["recipes"], classes=data["classes"])
+    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"])
+
+
+def recipe_values(recipe: str | None) -> Mapping[str, Any]:
+    """{dotted key: value} the recipe function's ConfigContainer holds at the keys the target models (empty for a
+    recipe not known here): what an override set that leaves a key out runs with."""
+    return config_fields().values.get(recipe or "", {})
 
 
 def builds(recipe: str, section: str) -> bool:
