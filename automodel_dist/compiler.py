@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,7 +16,8 @@ from automodel_dist.output import JSON_MARKER
 from automodel_dist.planner import Candidate, make_layout, plan
 from automodel_dist.problem import Problem
 from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
-from automodel_dist.targets.automodel.emit import emit_recipe, pinned_to_one
+from automodel_dist.targets.automodel.emit import emit_recipe, load_base, pinned_to_one
+from automodel_dist.yamlio import Document, to_plain
 
 if TYPE_CHECKING:
     from automodel_dist.cost.memory import RecipeOptions
@@ -148,6 +149,18 @@ def _pin_where(intent: Intent) -> Any:
     return lambda name: intent.where(f"parallelism.{name}")
 
 
+def problem_and_base(intent: Intent) -> tuple[Problem, Document | None]:
+    """The intent's Problem and its base recipe (loaded once): the base's settings outside the layout
+    (reduce dtype, loss, weight dtype, ...) are the estimates' starting point, as the merged recipe runs them."""
+    from automodel_dist.cost.recipe import recipe_options
+
+    problem = resolve_intent(intent)
+    if intent.base_recipe is None:
+        return problem, None
+    base = load_base(intent.base_recipe)
+    return replace(problem, recipe_options=recipe_options(to_plain(base.data))), base
+
+
 def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL) -> CompileResult:
     """Compile an intent (path, YAML text or mapping) into an AutoModel recipe, or with
     `target="megatron-bridge"` into a Megatron-Bridge override set (a `MegatronCompileResult`).
@@ -159,10 +172,10 @@ def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str
 
         return compile_megatron(source, overrides)
     intent = load_intent(source, overrides)
-    problem = resolve_intent(intent)
+    problem, base = problem_and_base(intent)
     result = plan(problem)
     best = result.best
-    yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=intent.base_recipe,
+    yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=base,
                                     pin_where=_pin_where(intent),
                                     model_id=model_id(intent, problem))
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
@@ -220,7 +233,7 @@ def estimate(source: Source, overrides: Iterable[str] = (), *, target: str = AUT
     from automodel_dist.rules import check_layout
 
     intent = load_intent(source, overrides)
-    problem = resolve_intent(intent)
+    problem, _ = problem_and_base(intent)
     layout = pinned_layout(problem, intent)
     findings = check_layout(layout, model=problem.model, cluster=problem.cluster, training=problem.training)
     return judged_estimate(layout, findings, lambda: estimate_layout(problem, layout))

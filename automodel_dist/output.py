@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import stat
 import tempfile
 import time
@@ -62,7 +63,9 @@ def write_outputs(outputs: Sequence[Output], *, inputs: Iterable[str | os.PathLi
     """Write every output atomically, after checking all of them; return the paths written.
 
     `inputs`: the files this run read (none of them may be a target); `force`: overwrite existing files
-    the tool did not write. Nothing is replaced until every file's new text is safely on disk.
+    the tool did not write. Nothing is replaced until every file's new text is safely on disk, and a rename
+    that still fails part way puts back the files this run already replaced (a recipe and its launch script
+    are a pair: all old or all new).
     """
     read = [Path(p) for p in inputs]
     # A symlinked target keeps its link: the file it points to is the one replaced.
@@ -76,6 +79,7 @@ def write_outputs(outputs: Sequence[Output], *, inputs: Iterable[str | os.PathLi
         _check_text(out)
         _check_target(out.path, read, force)
     temps: list[tuple[Path, Path]] = []
+    kept: list[tuple[Path, Path | None]] = []  # (target replaced, a link to its previous file, if it had one)
     current = outputs[0].path if outputs else None
     try:
         for out in outputs:
@@ -85,17 +89,44 @@ def write_outputs(outputs: Sequence[Output], *, inputs: Iterable[str | os.PathLi
             temps.append((_write_temp(out), out.path))
         for temp, target in temps:
             current = target
+            previous = _keep_previous(target) if len(temps) > 1 else None
+            kept.append((target, previous))
             os.replace(temp, target)
         for folder in dict.fromkeys(target.parent for _, target in temps):
             _fsync_dir(folder)
     except OSError as exc:
-        raise InputError(f"cannot write {current}: {exc.strerror or exc}; the previous file (if any) is unchanged",
+        _restore(kept[:-1])  # the files of this run replaced before the failure: all or none of them is new
+        raise InputError(f"cannot write {current}: {exc.strerror or exc}; the previous files (if any) are unchanged",
                          where=str(current), hint="free space, or pass a path in a folder you can write to") from None
     finally:
         for temp, _ in temps:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
+        for _, previous in kept:
+            if previous is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    previous.unlink()
     return [out.path for out in outputs]
+
+
+def _keep_previous(target: Path) -> Path | None:
+    """A hard link to the file `target` names now (None if there is none), so a run writing several files
+    can put it back when a later file of the run fails: the recipe and its launch script stay a pair."""
+    if not target.exists():
+        return None
+    link = target.parent / f"{_temp_prefix(target, os.getpid())}{secrets.token_hex(6)}.tmp"
+    os.link(target, link)
+    return link
+
+
+def _restore(replaced: Sequence[tuple[Path, Path | None]]) -> None:
+    """Undo this run's replacements: each target back to its previous file, or removed if it had none."""
+    for target, previous in reversed(replaced):
+        with contextlib.suppress(OSError):
+            if previous is None:
+                target.unlink()
+            else:
+                os.replace(previous, target)
 
 
 def is_generated(path: Path) -> bool:

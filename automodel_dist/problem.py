@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.layout import ac_mode
+
+if TYPE_CHECKING:
+    from automodel_dist.cost.memory import RecipeOptions
 
 
 @dataclass(frozen=True)
@@ -62,3 +66,6 @@ class Problem:
     pins: Pins = field(default_factory=Pins)
     objective: str = "throughput"
     memory_headroom: float = 0.1
+    # The settings outside the layout that a base recipe fixes (its reduce dtype, loss, weight dtype...):
+    # the estimates start from them, so the compiled header says what the merged recipe runs. None: AutoModel's.
+    recipe_options: RecipeOptions | None = None

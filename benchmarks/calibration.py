@@ -102,7 +102,7 @@ def _options(row: CalibrationRow, checkpointing: str) -> RecipeOptions:
     return RecipeOptions(checkpointing=checkpointing, master_weights=row.master_weights,
                          logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
                          reduce_dtype=row.reduce_dtype, async_tp=row.async_tp, framework=row.framework,
-                         fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate)
+                         fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention)
 
 
 def options(row: CalibrationRow) -> RecipeOptions:

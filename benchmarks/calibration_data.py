@@ -52,6 +52,7 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
              "vocab_size": 163840}
 
+MB_PERF_LOGIT_BYTES = 2.0
 # torchtitan's Grand Teton H100s: 96 GB HBM2e; the logs put 82.4 GiB at 86.7 %, i.e. 95.0 GiB.
 TITAN_HBM_GIB = 95.0
 
@@ -80,6 +81,7 @@ class CalibrationRow:
     framework: str = "automodel"  # automodel | megatron | torchtitan: the profile that times it
     balanced_gate: bool = False  # AutoModel's fake_balanced_gate (its benchmark recipes; a learned router otherwise)
     fp8_recipe: str = "tensorwise"  # tensorwise (per-tensor current scaling) | rowwise | blockwise | mxfp8
+    attention: str | None = None  # the attention kernel the run names (AutoModel's backend.attn); None: the default
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
     memory_gib: float | None = None
@@ -164,7 +166,7 @@ ROWS: tuple[CalibrationRow, ...] = (
         gpu="h100", world_size=8,
         layout={"ep": 8, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "deepep"},
         seq_length=4096, global_batch_size=256, checkpointing="none", logit_bytes=0, balanced_gate=True,
-        tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
+        attention="flex", tokens_per_s_per_gpu=13058, tflops_per_gpu=279,
         notes="10.04 s/step; TE + DeepEP + FlexAttn, experts torch_mm; FusedLinearCrossEntropy",
     ),
     CalibrationRow(
@@ -274,11 +276,11 @@ ROWS: tuple[CalibrationRow, ...] = (
 
 # --- AutoModel's current performance page, rows beyond the calibration notes: held out ---
 def _am_page(name: str, model: str, world: int, layout: dict[str, Any], gbs: int, step_s: float, tflops: float,
-             tps: float, notes: str, checkpointing: str = "full") -> CalibrationRow:
+             tps: float, notes: str, checkpointing: str = "full", attention: str | None = None) -> CalibrationRow:
     return CalibrationRow(
         name=name, source=AUTOMODEL_PAGE, model=model, gpu="h100", world_size=world, layout=layout, seq_length=4096,
         global_batch_size=gbs, checkpointing=checkpointing, logit_bytes=4, balanced_gate=True, tokens_per_s_per_gpu=tps,
-        tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}",
+        tflops_per_gpu=tflops, role="held-out", notes=f"{step_s} s/step; {notes}", attention=attention,
     )
 
 
@@ -295,7 +297,7 @@ HELD_OUT_ROWS: tuple[CalibrationRow, ...] = (
              "TE + DeepEP (recipe: deepep, gmm experts); GA 2"),
     _am_page("AMp GPT-OSS-120B 64xH100 EP64", "openai/gpt-oss-120b", 64,
              {"ep": 64, "local_batch_size": 2, "activation_checkpointing": False, "dispatcher": "hybridep"}, 512, 4.30,
-             231, 7626, "TE + DeepEP + FlexAttn; no activation checkpointing", checkpointing="none"),
+             231, 7626, "TE + DeepEP + FlexAttn; no activation checkpointing", checkpointing="none", attention="flex"),
 )
 
 
@@ -373,6 +375,10 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
         peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
         checkpointing="auto", master_weights="fp32", async_tp=tp > 1, framework="megatron",
+        # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
+        # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes
+        # their gradient into the same buffer, 2 bytes per logit
+        logit_bytes=MB_PERF_LOGIT_BYTES,
         # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
         defer_grad_sync=r["fsdp"] != "1",
         tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),

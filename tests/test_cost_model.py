@@ -349,8 +349,10 @@ def test_deferred_sync_is_turned_off_where_it_does_not_fit_and_kept_where_it_is_
     planner judges each FSDP2 layout under both settings, keeps the default where it fits (one
     reduce-scatter per step is faster) and writes false where only that fits, in its estimates and in the
     emitted recipe; a layout is unfit only when both settings are."""
-    from automodel_dist.cost.model import SYNC_EVERY_MICRO_BATCH, option_choices, planned_options
+    from automodel_dist.cost.model import option_choices, planned_options
     from automodel_dist.targets.automodel.emit import build_recipe
+
+    SYNC_EVERY_MICRO_BATCH = memory.RecipeOptions(defer_grad_sync=False)
 
     big = problem(nodes=4, global_batch_size=256)
     fsdp32 = layout(world=32, global_batch_size=256, local_batch_size=1, micro_batch_size=1,

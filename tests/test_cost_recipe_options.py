@@ -58,3 +58,46 @@ def test_validate_uses_the_recipes_settings_for_the_memory_check():
     oom = validate_recipe(deferred, world_size=64, gpu="h100")
     assert [f.rule for f in oom.errors] == ["memory-fit"]
     assert "gradients" in oom.errors[0].message
+
+
+def test_enable_fsdp_optimizations_is_read_from_the_backend():
+    on = {"model": {"backend": {"enable_fsdp_optimizations": True, "fake_balanced_gate": True}}}
+    assert recipe_options(on) == RecipeOptions(fsdp_optimizations=True, balanced_gate=True)
+    # anything but true is AutoModel's default (false)
+    assert recipe_options({"model": {"backend": {"enable_fsdp_optimizations": "yes"}}}) == AUTOMODEL_DEFAULTS
+
+
+MFSDP_8B = {
+    "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1},
+    "model": {"pretrained_model_name_or_path": "meta-llama/Llama-3.1-8B"},
+    "distributed": {"strategy": "megatron_fsdp", "tp_size": 2},
+}
+
+
+def test_megatron_fsdps_fp32_buffers_are_read_and_counted():
+    """MegatronFSDP's `preserve_fp32_weights` adds an fp32 main-weight buffer (AdamW then keeps fp32 states)
+    and `grad_reduce_in_fp32` an fp32 main-gradient buffer: the ratios its own build allocates
+    (tests/test_model_oracle.py: 3x weights, 2x gradients, 2x optimizer against the bf16 defaults)."""
+    from automodel_dist.catalog.models import resolve_model
+    from automodel_dist.cost.memory import RankLoad, model_states
+    from automodel_dist.cost.shape import model_shape
+    from automodel_dist.problem import TrainingSpec
+    from automodel_dist.targets.automodel.config import resolve_config
+    from automodel_dist.targets.automodel.parse import layout_from_config
+
+    fp32 = copy.deepcopy(MFSDP_8B)
+    fp32["distributed"] |= {"preserve_fp32_weights": True, "grad_reduce_in_fp32": True}
+    options = recipe_options(fp32)
+    assert options.preserve_fp32_weights and options.grad_reduce_in_fp32
+    assert recipe_options(MFSDP_8B) == AUTOMODEL_DEFAULTS
+    spec = resolve_model("meta-llama/Llama-3.1-8B")
+    layout = layout_from_config(resolve_config(MFSDP_8B)[0], world_size=8, model=spec)
+    shape = model_shape(spec, TrainingSpec())
+    load = RankLoad(0, spec.num_layers, 0, 1, True, True)
+    bf16, main = model_states(shape, layout, TrainingSpec(), load), model_states(shape, layout, TrainingSpec(), load,
+                                                                                  options)
+    assert main.params == 3 * bf16.params and main.grads == 2 * bf16.grads
+    assert main.optimizer == 2 * bf16.optimizer
+    # the neighbour: FSDP2 has no such buffers, the same options change nothing there
+    fsdp2 = layout.with_(strategy="fsdp2")
+    assert model_states(shape, fsdp2, TrainingSpec(), load, options) == model_states(shape, fsdp2, TrainingSpec(), load)

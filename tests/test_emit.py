@@ -299,3 +299,56 @@ def test_a_local_config_json_is_written_as_its_folders_absolute_path(tmp_path: P
     recipe = compile_intent(intent).recipe
     assert recipe["model"]["pretrained_model_name_or_path"] == str(folder.resolve())
     assert not [f for f in validate_recipe(recipe, world_size=8).findings if f.rule == "am-model-path"]
+
+
+BASE_WITH_SETTINGS = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+distributed:
+  strategy: fsdp2
+  defer_fsdp_grad_sync: false   # the team's habit
+  mp_policy:
+    _target_: torch.distributed.fsdp.MixedPrecisionPolicy
+    reduce_dtype: bfloat16
+loss_fn:
+  _target_: nemo_automodel.components.loss.linear_ce.FusedLinearCrossEntropy
+"""
+
+
+@pytest.mark.parametrize("model, seq", [("meta-llama/Llama-3.2-1B", 4096), ("meta-llama/Llama-3.1-8B", 8192)])
+def test_a_base_recipes_settings_are_what_the_header_estimates(tmp_path: Path, model: str, seq: int) -> None:
+    """The header's figures are those of the merged recipe: the base's bf16 reduction and fused loss are
+    estimated, and the compiler's deferred-sync choice replaces the base's (kept only where it is false)."""
+    from automodel_dist.cost.model import estimate_layout, planned_options
+    from automodel_dist.cost.recipe import recipe_options
+
+    (tmp_path / "base.yaml").write_text(BASE_WITH_SETTINGS, encoding="utf-8")
+    path = tmp_path / "intent.yaml"
+    path.write_text(f"model: {model}\nhardware: {{gpu: h100-80gb, nodes: 1, gpus_per_node: 8}}\n"
+                    f"training: {{task: pretrain, seq_length: {seq}, global_batch_size: 256}}\n"
+                    "base_recipe: base.yaml\n", encoding="utf-8")
+    result = compile_intent(path)
+    written = recipe_options(result.recipe)
+    assert written.reduce_dtype == "bfloat16" and written.logit_bytes == 0.0
+    assert written.defer_grad_sync == planned_options(result.problem, result.layout).defer_grad_sync
+    fresh = replace(result.problem, recipe_options=None)
+    again = estimate_layout(fresh, result.layout, options=written)
+    assert again.memory_gib == pytest.approx(result.estimate.memory_gib)
+    assert again.step_time_s == pytest.approx(result.estimate.step_time_s)
+    assert ("# the team's habit" in result.yaml) is False
+    if not written.defer_grad_sync:
+        assert "unsharded bf16 gradients" in result.yaml
+
+
+def test_without_the_base_the_same_intent_estimates_automodel_defaults(tmp_path: Path) -> None:
+    """The neighbour: no base recipe, AutoModel's fp32 reduction and upcast loss are estimated (more memory)."""
+    (tmp_path / "base.yaml").write_text(BASE_WITH_SETTINGS, encoding="utf-8")
+    text = ("model: meta-llama/Llama-3.1-8B\nhardware: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8}\n"
+            "training: {task: pretrain, seq_length: 4096, global_batch_size: 256}\n"
+            "parallelism: {local_batch_size: 2, activation_checkpointing: false}\n")
+    (tmp_path / "plain.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "based.yaml").write_text(text + "base_recipe: base.yaml\n", encoding="utf-8")
+    plain, based = compile_intent(tmp_path / "plain.yaml"), compile_intent(tmp_path / "based.yaml")
+    assert plain.problem.recipe_options is None
+    assert based.problem.recipe_options is not None
+    assert plain.layout == based.layout
+    assert based.estimate.memory_gib < plain.estimate.memory_gib

@@ -69,3 +69,42 @@ def test_a_null_distributed_section_builds_nothing_as_in_automodel(tmp_path: Pat
     [finding] = [f for f in data["findings"] if f["severity"] == "error"]
     assert (finding["rule"], finding["line"], finding["col"]) == ("am-distributed-missing", 4, 1)
     assert finding["automodel_message"] == "TypeError: 'NoneType' object is not iterable" and data["ranks"] == []
+
+
+DDP_8B = """\
+recipe: TrainFinetuneRecipeForNextTokenPrediction
+model:
+  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B
+distributed:
+  strategy: ddp
+step_scheduler:
+  global_batch_size: 64
+  local_batch_size: 8
+"""
+
+
+def test_a_ddp_build_counts_the_whole_models_weights_in_host_memory() -> None:
+    """DDP materializes the weights (bf16 by default, fp32 with torch_dtype float32); the rest builds on meta."""
+    from automodel_dist.catalog.models import resolve_model
+    from automodel_dist.layout import Layout
+
+    spec = resolve_model("meta-llama/Llama-3.1-8B")
+    ddp = Layout(world_size=8, global_batch_size=64, strategy="ddp")
+    bf16 = model_dryrun.host_memory_needed_gib({}, ddp, spec)
+    fp32 = model_dryrun.host_memory_needed_gib({"model": {"torch_dtype": "torch.float32"}}, ddp, spec)
+    assert bf16 == pytest.approx(8.03e9 * 2 / 2**30 + model_dryrun.WORKER_BASELINE_GIB, rel=0.01)
+    assert fp32 - model_dryrun.WORKER_BASELINE_GIB == pytest.approx(2 * (bf16 - model_dryrun.WORKER_BASELINE_GIB))
+    assert model_dryrun.host_memory_needed_gib({}, ddp.with_(strategy="fsdp2"), spec) is None
+
+
+@pytest.mark.model_oracle  # the command asks for the oracle extra first
+def test_a_ddp_build_larger_than_free_memory_is_refused_before_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(DDP_8B, encoding="utf-8")
+    monkeypatch.setattr(model_dryrun, "available_host_gib", lambda: 6.0)
+    monkeypatch.setattr(model_dryrun, "ModelWorker", None)  # no worker may start
+    assert main(["dry-run", "--model", str(recipe), "--nodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{recipe}:5:3" in err and "about 15.5 GiB for llama-3.1-8b, and 6.0 GiB are available" in err
+    assert "dry-run without --model" in err

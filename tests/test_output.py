@@ -82,6 +82,42 @@ def test_disk_full_on_the_script_leaves_both_launch_files_and_names_the_script(
     assert _leftovers(recipe.parent) == []
 
 
+@pytest.mark.parametrize("had_script", [True, False])
+def test_a_rename_failing_on_the_second_file_puts_the_first_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, had_script: bool) -> None:
+    """Both files are on disk before any is renamed; if the script's rename still fails, the recipe
+    already replaced goes back to its previous file: the pair is all old or all new."""
+    recipe, script = tmp_path / "recipe.yaml", tmp_path / "launch.sbatch"
+    recipe.write_text(f"# {RECIPE_MARKER}\nold: 1\n")
+    if had_script:
+        script.write_text(f"#!/bin/bash\n# {output.WRITTEN_BY_MARKER}\nold\n")
+    before = {p: p.read_bytes() for p in (recipe, script) if p.exists()}
+    real = os.replace
+
+    def replace_then_fail(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst) == script:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real(src, dst)
+
+    monkeypatch.setattr(output.os, "replace", replace_then_fail)
+    with pytest.raises(InputError) as caught:
+        write_outputs([Output(recipe, f"# {RECIPE_MARKER}\nnew: 2\n"),
+                       Output(script, f"#!/bin/bash\n# {output.WRITTEN_BY_MARKER}\nnew\n")])
+    assert str(script) in caught.value.message and "previous files (if any) are unchanged" in caught.value.message
+    assert {p: p.read_bytes() for p in (recipe, script) if p.exists()} == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_two_files_replaced_together_keep_no_links_behind(tmp_path: Path) -> None:
+    """The neighbour: when every rename succeeds both files are new and the kept previous files are gone."""
+    recipe, script = tmp_path / "recipe.yaml", tmp_path / "launch.sbatch"
+    recipe.write_text(f"# {RECIPE_MARKER}\nold: 1\n")
+    write_outputs([Output(recipe, f"# {RECIPE_MARKER}\nnew: 2\n"),
+                   Output(script, f"#!/bin/bash\n# {output.WRITTEN_BY_MARKER}\nnew\n")])
+    assert recipe.read_text().endswith("new: 2\n") and script.read_text().endswith("new\n")
+    assert _leftovers(tmp_path) == []
+
+
 KILLED_WRITER = """
 import os, sys, time
 from pathlib import Path

@@ -186,7 +186,13 @@ class RecipeOptions:
     benchmark router that gives token i the top_k consecutive experts from i·top_k: it decides how many EP
     ranks and NVLink domains each token is dispatched to, and keeps no router activations. `ep_overlap`: the
     recipe turns on the stack's EP overlap (Megatron's `overlap_moe_expert_parallel_comm`, which its target
-    writes only where every prerequisite holds).
+    writes only where every prerequisite holds). `attention`: the attention kernel the recipe names
+    (AutoModel's `model.backend.attn`: "te", "sdpa", "flex"); None: what the stack runs by default
+    (`throughput.attention_kernel`). `fsdp_optimizations`: AutoModel's `model.backend.enable_fsdp_optimizations`
+    (default false), which keeps an MoE model's weights unsharded across the micro batches of a deferred
+    gradient sync (`weights_stay_gathered`). `preserve_fp32_weights`, `grad_reduce_in_fp32`:
+    MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
+    the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer.
     """
 
     checkpointing: str | None = None
@@ -199,6 +205,10 @@ class RecipeOptions:
     fp8_recipe: str = "tensorwise"
     balanced_gate: bool = False
     ep_overlap: bool = True
+    attention: str | None = None
+    fsdp_optimizations: bool = False
+    preserve_fp32_weights: bool = False
+    grad_reduce_in_fp32: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -219,6 +229,46 @@ def checkpointing_mode(layout: Layout, options: RecipeOptions = AUTOMODEL_DEFAUL
         return options.checkpointing
     skipped = layout.strategy == "megatron_fsdp" and layout.world_size > 1
     return "none" if skipped or not layout.checkpointed else layout.activation_checkpointing
+
+
+def weights_stay_gathered(shape: ModelShape, layout: Layout, options: RecipeOptions, deferred: bool) -> bool:
+    """FSDP keeps the unsharded weights from one micro batch's backward to the next (so the whole stage's bf16
+    weights are resident at the end of a backward, and the next forward gathers nothing).
+
+    Under PP torch's stage does (`backward_maybe_with_nosync` sets `reshard_after_backward(False)` before every
+    backward but the last). Without PP, AutoModel's deferred sync only turns the gradient sync off
+    (`get_sync_ctx`: `set_requires_gradient_sync`), so FSDP2 still reshards after each backward; only its MoE
+    classes (MoEFSDPSyncMixin.prepare_for_grad_accumulation) also stop resharding, and only with
+    `backend.enable_fsdp_optimizations`. Elsewhere (other stacks, AutoModel's dense and Hugging Face classes) a
+    deferred sync is taken to keep them, as this model always has.
+    """
+    if layout.strategy == "ddp":
+        return False
+    if (layout.pp or 1) > 1:
+        return True
+    if options.framework == "automodel" and shape.automodel_class and shape.moe_layers > 0:
+        return deferred and options.fsdp_optimizations
+    return deferred
+
+
+# AutoModel's `_EXPERT_MLP_CHUNK_BYTES` (components/moe/experts.py): the gate/up output size past which a biased
+# expert MLP is checkpointed in row chunks
+EXPERT_MLP_CHUNK_BYTES = 512 * 2**20
+
+
+def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: TrainingSpec,
+                            options: RecipeOptions) -> bool:
+    """AutoModel runs a biased expert MLP (GPT-OSS) under activation checkpointing, in 4096-row chunks, once the
+    bf16 gate/up output on a rank passes EXPERT_MLP_CHUNK_BYTES (GroupedExpertsDeepEP.forward, the flex
+    dispatchers' path; not with torchao's MXFP8 grouped GEMMs): a rank receives every micro-batch token's top_k
+    copies over its EP group, each 2 x expert width wide. Then only the dispatched copies are kept for backward,
+    which replays the chunks' two grouped GEMMs."""
+    if options.framework != "automodel" or not shape.expert_bias or layout.dispatcher not in FLEX_DISPATCHERS:
+        return False
+    if training.precision == "fp8" and options.fp8_recipe == "mxfp8":
+        return False
+    rows = micro_batch_tokens(layout, training.seq_length) * shape.top_k
+    return rows * 2 * shape.expert_width * BF16 > EXPERT_MLP_CHUNK_BYTES
 
 
 def kept_activation_share(mode: str) -> float:
@@ -267,8 +317,14 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
                            dense_w, experts_w, trained * fsdp)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
-    return ModelStates(sharded_w * weight_bytes + fp32_extra, sharded_w * weight_bytes + fp32_extra,
-                       (sharded_w * weight_bytes + fp32_extra) * 2, dense_w, experts_w, trained_unsharded)
+    weights = grads = main = sharded_w * weight_bytes + fp32_extra
+    if layout.strategy == "megatron_fsdp":  # its flat buffers (tests/test_model_oracle.py measures them)
+        if options.preserve_fp32_weights:
+            main = sharded_w * FP32 + fp32_extra
+            weights += main
+        if options.grad_reduce_in_fp32:
+            grads = sharded_w * FP32 + fp32_extra
+    return ModelStates(weights, grads, main * 2, dense_w, experts_w, trained_unsharded)
 
 
 def memory_breakdown(
@@ -323,13 +379,14 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
     # buffer for the whole step, however many micro batches it runs
     persistent = layout.strategy == "distributed_optimizer"
     deferred = persistent or ((options.defer_grad_sync or pp > 1) and micro_batches_per_step(layout) > 1)
-    keep_gathered = not ddp and (pp > 1 or deferred)  # nothing reshards until the last backward
+    keep_gathered = weights_stay_gathered(shape, layout, options, deferred)  # no reshard until the last backward
 
     tokens = micro_batch_tokens(layout, training.seq_length)
     rep_div = tp if layout.sequence_parallel else 1
     dense_act = shape.dense_act_rep / rep_div + shape.dense_act_tp / tp
     moe_rep = shape.moe_act_rep - (shape.moe_act_router if options.balanced_gate else 0.0)
-    moe_expert = shape.moe_act_expert + (shape.moe_act_output if options.framework == "megatron" else 0.0)
+    moe_expert = (shape.top_k * shape.hidden if expert_mlp_checkpointed(shape, layout, training, options)
+                  else shape.moe_act_expert) + (shape.moe_act_output if options.framework == "megatron" else 0.0)
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
     runtime = RUNTIME_GIB * GIB
@@ -362,7 +419,9 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
             if ep > 1:
                 gather += gathered_experts * BF16
-            if trained_unsharded and not peft:
+            if deferred:  # resharded weights, but every layer's unsharded gradients accumulated until the sync
+                grads += trained_unsharded * reduce_bytes
+            elif trained_unsharded and not peft:
                 grads += layer_w * reduce_bytes  # one layer's gradients waiting for reduce-scatter
 
         # activations of the micro-batch chunks in flight

@@ -8,6 +8,7 @@ arithmetic in `memory_breakdown` and `time_breakdown`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from automodel_dist.cost import memory, throughput
 from automodel_dist.cost.estimate import Estimate
@@ -17,8 +18,6 @@ from automodel_dist.cost.shape import ModelShape, model_shape
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 
-# AutoModel's defaults with the FSDP gradient sync every micro batch (see option_choices).
-SYNC_EVERY_MICRO_BATCH = RecipeOptions(defer_grad_sync=False)
 # Exposed communication above this share of the step makes communication the binding wall.
 COMMUNICATION_BOUND_SHARE = 0.25
 _COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
@@ -53,10 +52,13 @@ def option_choices(problem: Problem, layout: Layout) -> tuple[RecipeOptions, ...
     (pipelines defer regardless; one micro batch has nothing to defer). Deferring keeps every layer's
     unsharded fp32 gradients across the accumulation micro batches (AutoModel's own Llama-3.1-70B recipes
     turn it off: "True → delayed resharding → OOM"); syncing every micro batch reduce-scatters ga times.
+    A base recipe's other settings (`problem.recipe_options`) stay as it has them; the compiler owns
+    `defer_fsdp_grad_sync` and writes its choice over the base's.
     """
+    base = replace(problem.recipe_options or AUTOMODEL_DEFAULTS, defer_grad_sync=True)
     if layout.strategy != "fsdp2" or layout.pp > 1 or layout.grad_accumulation <= 1:
-        return (AUTOMODEL_DEFAULTS,)
-    return AUTOMODEL_DEFAULTS, SYNC_EVERY_MICRO_BATCH
+        return (base,)
+    return base, replace(base, defer_grad_sync=False)
 
 
 def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:

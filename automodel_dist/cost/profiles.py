@@ -28,9 +28,10 @@ class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
     `kernel_efficiency`: achieved share of the bf16 peak on large dense GEMMs. `attention_efficiency`: the
-    stack's fused attention kernel's share of that (its backward especially runs below the GEMMs'): Megatron
-    runs Transformer Engine's cuDNN attention (`megatron.attention_efficiency`), AutoModel and torchtitan
-    PyTorch's (the shared `attention_efficiency`).
+    fused attention kernel's share of that (its backward especially runs below the GEMMs'), by kernel family:
+    Transformer Engine's (cuDNN/flash) in the Megatron profile (`megatron.attention_efficiency`), PyTorch's
+    (SDPA, FlexAttention) in the AutoModel and torchtitan ones (the shared `attention_efficiency`). Which
+    family a run uses is `throughput.attention_kernel` (AutoModel's own model classes run TE's).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP

@@ -49,4 +49,7 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         reduce_dtype="bfloat16" if reduce in _SIXTEEN_BIT else "float32",
         async_tp=distributed.get("enable_async_tensor_parallel") is True,
         balanced_gate=backend.get("fake_balanced_gate") is True,
+        fsdp_optimizations=backend.get("enable_fsdp_optimizations") is True,
+        preserve_fp32_weights=distributed.get("preserve_fp32_weights") is True,
+        grad_reduce_in_fp32=distributed.get("grad_reduce_in_fp32") is True,
     )

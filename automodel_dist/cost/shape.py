@@ -13,7 +13,7 @@ from functools import lru_cache
 from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.problem import TrainingSpec
-from automodel_dist.targets.automodel.model_classes import automodel_moe
+from automodel_dist.targets.automodel.model_classes import automodel_moe, model_class
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,12 @@ class ModelShape:
     # parameters per layer (averaged over the layers) that AutoModel keeps in fp32: Qwen3-Next's Gated
     # DeltaNet decay terms A_log and dt_bias, one per value head each
     fp32_layer_params: float = 0.0
+    # AutoModel builds its own implementation of the model (not Hugging Face's): it carries a BackendConfig,
+    # whose attention backend defaults to Transformer Engine's (`backend.attn: te`)
+    automodel_class: bool = False
+    # AutoModel's own MoE class with biased experts (GPT-OSS's gate_up_proj_bias and down_proj_bias), whose bf16
+    # expert MLP it may checkpoint in chunks (cost/memory.expert_mlp_checkpointed)
+    expert_bias: bool = False
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -207,4 +213,6 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         dense_layer_tp_whole=pc.norms_per_layer + qk_norm,
         moe_layer_tp_whole=pc.norms_per_layer + qk_norm + pc.router_per_moe_layer,
         fp32_layer_params=spec.linear_attention_layers * 2 * spec.linear_num_value_heads / spec.num_layers,
+        automodel_class=bool((cls := model_class(spec.family)) and cls.custom),
+        expert_bias=own_moe and spec.is_moe and spec.mlp_bias,
     )

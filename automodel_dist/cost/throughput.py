@@ -35,9 +35,11 @@ from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
     RecipeOptions,
     checkpointing_mode,
+    expert_mlp_checkpointed,
     micro_batch_tokens,
     micro_batches_per_step,
     split_loads,
+    weights_stay_gathered,
 )
 from automodel_dist.cost.pipeline import SIMULATED_SCHEDULES, ScheduleReplay, idle_lower_bound, replay
 from automodel_dist.cost.profiles import Parameters, Physics, parameters
@@ -326,6 +328,33 @@ def _stage_imbalance(shape: ModelShape, pp: int, vpp: int, schedule: str | None)
     return max(1.0, busiest * pp / total) if total > 0 else 1.0
 
 
+# The stack whose profile holds Transformer Engine's attention efficiency (Megatron runs only TE's kernels);
+# the AutoModel and torchtitan profiles hold PyTorch's (SDPA's flash kernel, FlexAttention).
+TE_ATTENTION_PROFILE = "megatron"
+TORCH_ATTENTION_PROFILE = "torchtitan"
+
+
+def attention_kernel(shape: ModelShape, options: RecipeOptions) -> str:
+    """The attention kernel family a run uses: "te" (Transformer Engine's DotProductAttention, cuDNN fused or
+    flash) or PyTorch's ("sdpa", "flex").
+
+    The recipe may name it (`options.attention`). Otherwise Megatron runs TE's; AutoModel runs TE's on its own
+    model classes (BackendConfig.attn defaults to "te" where TE is installed, automodel.md §6) and PyTorch's
+    SDPA on Hugging Face's classes; torchtitan runs PyTorch's.
+    """
+    if options.attention:
+        return options.attention
+    if options.framework == "megatron" or (options.framework == "automodel" and shape.automodel_class):
+        return "te"
+    return "sdpa"
+
+
+def attention_efficiency(params: Parameters, shape: ModelShape, options: RecipeOptions) -> float:
+    """The attention kernel's share of the stack's GEMM peak (`attention_kernel`'s family's fitted value)."""
+    te = attention_kernel(shape, options) == "te"
+    return params.profile(TE_ATTENTION_PROFILE if te else TORCH_ATTENTION_PROFILE).attention_efficiency
+
+
 def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
                     options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None
                     ) -> tuple[float, float, float]:
@@ -367,7 +396,8 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
         if fp8:
             expert_time *= fp8_time_factor(physics, gpu, options.fp8_recipe, expert_width)
     block = seq / (2 * cp) if cp > 1 else seq  # tokens per side of one attention kernel call
-    attention_rate = peak * profile.attention_efficiency * block / (block + ATTENTION_BLOCK_TOKENS)
+    attention_rate = (peak * attention_efficiency(params, shape, options) * block
+                      / (block + ATTENTION_BLOCK_TOKENS))
     attention_time = tokens_per_gpu * attention / attention_rate
     streamed = tokens_per_gpu * elementwise_bytes(shape, layout, physics) / hbm_bytes_per_s(gpu)
     imbalance = stage_imbalance(shape, layout)
@@ -375,7 +405,9 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     compute = (attention_time + gemm_time + streamed) * imbalance
     # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     replayed = replayed_forward(checkpointing_mode(layout, options), layout)
-    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time
+    # a checkpointed biased expert MLP (`expert_mlp_checkpointed`) replays its grouped GEMMs' forward once more
+    expert_replay = tokens_per_gpu * expert_time if expert_mlp_checkpointed(shape, layout, training, options) else 0.0
+    recompute = (replayed.attention * attention_time + replayed.gemm * gemm_time + expert_replay
                  + replayed.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
@@ -529,9 +561,9 @@ def time_breakdown(
         expert_w = shape.moe_layers / pp * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
         if ep == 1:
             dense_w, expert_w = dense_w + expert_w, 0.0
-        # gathers per step: deferred sync skips the gather after each backward; otherwise non-PP layers
-        # reshard after forward and after backward and gather twice per micro batch
-        gathers = ga if deferred else 2 * ga
+        # gathers per step: weights kept unsharded across a deferred sync skip the gather after each backward;
+        # otherwise non-PP layers reshard after forward and after backward and gather twice per micro batch
+        gathers = ga if weights_stay_gathered(shape, layout, options, deferred) else 2 * ga
         reductions = 0 if training.is_peft else (1 if deferred else ga)  # gradient reduce-scatters
         reduce_bytes = options.reduce_bytes
         if fsdp > 1:

@@ -25,6 +25,7 @@ from typing import Any
 
 from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import resolve_model
+from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.findings import ERROR, BySeverity, Finding, locate_all
@@ -41,6 +42,7 @@ from automodel_dist.yamlio import as_mapping, load_document, to_plain
 ALL_RANKS_LIMIT = 64  # --all-ranks beyond this would take minutes (each rank re-initialises the fake group)
 ADAM_STATES = 2        # AdamW keeps m and v, each in the parameter's dtype
 DEFAULT_SEQ = 4096
+WORKER_BASELINE_GIB = 0.5  # the worker with torch and AutoModel imported, before any weight
 # AutoModel's error text -> the rule that predicts it (the first match wins), and the key it points at.
 ERROR_RULES: tuple[tuple[str, r.Rule], ...] = (
     (r"Tensor parallelism \(tp_size=", r.TP_PLAN),
@@ -252,6 +254,7 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
         layout = layout_from_config(config, world_size=world_size, model=spec)
     except RecipeValueError as exc:
         raise exc.located(doc) from None
+    check_host_memory(config, layout, spec, where=doc.where("distributed.strategy"))
     chosen = _ranks(layout, ranks, all_ranks)
     seq = int(as_mapping(config.get("packed_sequence")).get("packed_sequence_size") or 0)
     request = model_request(config, layout, spec, chosen, seq)
@@ -267,6 +270,40 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
                          source=doc.filename, model=spec.name, peak_rss_mb=int(answer.get("peak_rss_mb", 0)))
     report.timing = {"import": worker.import_s, "build": sum(rank.seconds for rank in built)}
     return report
+
+
+def host_memory_needed_gib(config: Mapping[str, Any], layout: Layout, spec: ModelSpec) -> float | None:
+    """Host memory a DDP build takes: AutoModel's DDP path materializes the whole model's weights (in the
+    recipe's dtype) on every rank it builds, one rank at a time; the other strategies are built on meta
+    (None). Measured: Llama-3.2-1B's worker peaks at 2.5 GB, its bf16 weights plus the worker itself."""
+    if layout.strategy != "ddp":
+        return None
+    dtype = str(as_mapping(config.get("model")).get("torch_dtype") or "bfloat16").lower().removeprefix("torch.")
+    weight_bytes = 4 if dtype in ("float32", "float", "fp32") else 2
+    return param_counts(spec).total * weight_bytes / 2**30 + WORKER_BASELINE_GIB
+
+
+def available_host_gib() -> float | None:
+    """MemAvailable of this machine (Linux), None where it cannot be read."""
+    try:
+        text = Path("/proc/meminfo").read_text(encoding="ascii")
+    except OSError:
+        return None
+    match = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.MULTILINE)
+    return int(match.group(1)) / 2**20 if match else None
+
+
+def check_host_memory(config: Mapping[str, Any], layout: Layout, spec: ModelSpec, *, where: str) -> None:
+    """Refuse a build that would exhaust this machine's memory (the kernel would kill the worker, or worse,
+    the user's other work) with what it needs and what to do instead."""
+    needed, available = host_memory_needed_gib(config, layout, spec), available_host_gib()
+    if needed is None or available is None or needed <= available:
+        return
+    raise InputError(f"the model-level dry-run of a DDP recipe builds the whole model in this machine's memory, "
+                     f"as AutoModel's DDP does: about {needed:.1f} GiB for {spec.name}, and {available:.1f} GiB "
+                     "are available", where=where,
+                     hint="run it on a machine with that much free memory, or check the meshes without building the "
+                          "model (dry-run without --model); FSDP2 and MegatronFSDP recipes are built on meta")
 
 
 def _model(config: Mapping[str, Any], model: Any) -> ModelSpec:

@@ -53,8 +53,9 @@ MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacke
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
 # (COMMON_KEYS, STRATEGY_KEYS); these are the keys a layout owns.
+# `defer_fsdp_grad_sync` is the compiler's too (cost.model.option_choices): its choice replaces the base's.
 LAYOUT_KEYS = ("strategy", "dp_size", "tp_size", "pp_size", "cp_size", "ep_size", "dp_replicate_size",
-               "sequence_parallel", "activation_checkpointing", "pipeline", "moe")
+               "sequence_parallel", "activation_checkpointing", "defer_fsdp_grad_sync", "pipeline", "moe")
 
 # Where each intent pin lands in the recipe (for base-recipe contradictions).
 PIN_PATHS = {
@@ -116,9 +117,11 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
                                                                            cluster)))
         d.put("dp_replicate_size", layout.dp_replicate, _why(problem, "dp_replicate", _hsdp_reason(layout)))
         d.put("sequence_parallel", layout.sequence_parallel, _sp_reason(layout, model.is_moe))
-        if not planned_options(problem, layout).defer_grad_sync:
+        options = planned_options(problem, layout)
+        if not options.defer_grad_sync:
+            grads = "bf16" if options.reduce_bytes == 2 else "fp32"
             d.put("defer_fsdp_grad_sync", False, "reduce-scatter every micro batch: a deferred sync would keep "
-                  "unsharded fp32 gradients of every layer and not fit (AutoModel's 70B recipes do the same)")
+                  f"unsharded {grads} gradients of every layer and not fit (AutoModel's 70B recipes do the same)")
     _put_ac(problem, d, layout)
     if layout.pp > 1:
         d.put("pipeline", _pipeline(problem, layout), "pipeline parallelism needs this block (AutoModel R6)")
@@ -390,6 +393,13 @@ def check_base_is_recipe(base: Document) -> None:
                               "to compile a recipe from scratch")
 
 
+def load_base(base: Any) -> Document:
+    """The base recipe (a path, YAML text, mapping or an already loaded Document), checked to be one."""
+    doc = base if isinstance(base, Document) else load_document(base, what="base recipe", comments=True)
+    check_base_is_recipe(doc)
+    return doc
+
+
 def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
     """A base value the intent's pins exclude is an InputError naming both places."""
     for name, path in PIN_PATHS.items():
@@ -469,8 +479,7 @@ def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any 
     """
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
-        doc = base if isinstance(base, Document) else load_document(base, what="base recipe", comments=True)
-        check_base_is_recipe(doc)
+        doc = load_base(base)
         check_base_against_pins(problem, doc, pin_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)
         data = merge_into_base(data, ours, layout)
