@@ -51,6 +51,14 @@ class CompileResult:
     # Where the rank map's groups come from, and the names of its axes where they differ from AutoModel's.
     rank_provenance: ClassVar[str] = "AutoModel's mesh arithmetic (no torch needed)"
     axis_names: ClassVar[Mapping[str, str]] = {}
+    # The stack's words in explain and the HTML report: what Layout.short()'s label says, the name of
+    # activation checkpointing, and the names of cost-model parts where the stack has its own.
+    layout_legend: ClassVar[str] = (
+        "Layout labels: strategy, then the tp, pp (v: virtual stages per pp rank), cp and ep sizes, dpr HSDP "
+        "replicas, dp the data-parallel size, ac/sac/noac activation checkpointing (full, selective, off), lbs the "
+        "local batch, mbs the pipeline micro batch, sp sequence parallelism.")
+    checkpointing_term: ClassVar[str] = "checkpointing"
+    part_names: ClassVar[Mapping[str, str]] = {}
 
     yaml: str
     recipe: dict[str, Any]

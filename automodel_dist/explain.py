@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from automodel_dist.compiler import CompileResult, Source, compile_intent, layout_json
@@ -20,9 +20,10 @@ COLUMNS = ("#", "layout", "peak GiB", "largest memory parts (GiB)", "step s", "t
            "bound")
 
 
-def _row(rank: str, c: Candidate) -> list[str]:
+def _row(rank: str, c: Candidate, names: Mapping[str, str]) -> list[str]:
     est = c.estimate
-    return [rank, c.layout.short(), f"{est.memory_gib:.1f}", largest_parts(est.memory), f"{est.step_time_s:.2f}",
+    memory = {names.get(part, part): gib for part, gib in est.memory.items()}
+    return [rank, c.layout.short(), f"{est.memory_gib:.1f}", largest_parts(memory), f"{est.step_time_s:.2f}",
             f"{est.tokens_per_s_per_gpu:,.0f}", f"{est.tflops_per_gpu:.0f}", f"{est.mfu:.0%}", est.bound]
 
 
@@ -75,7 +76,7 @@ def _checkpointing_text(result: CompileResult) -> str:
     mode = result.layout.activation_checkpointing
     modules = options.recompute_modules if options and mode == "selective" else ()
     named = f" of modules {', '.join(modules)} (Megatron-Core's recompute_modules)" if modules else ""
-    return f"checkpointing: {mode}{named}; the same structure with " + "; ".join(parts)
+    return f"{result.checkpointing_term}: {mode}{named}; the same structure with " + "; ".join(parts)
 
 
 def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
@@ -152,12 +153,13 @@ def advantage_by_part(winner: Estimate, other: Estimate) -> dict[str, float]:
     return {part: other.time.get(part, 0.0) - spent for part, spent in winner.time.items()}
 
 
-def parts_against(winner: Estimate, other: Estimate, label: str) -> list[str]:
+def parts_against(winner: Estimate, other: Estimate, label: str, names: Mapping[str, str] | None = None) -> list[str]:
     """The step-time parts of the winner beside another layout's, term by term (parts both leave at zero
-    are left out): where the winner's advantage comes from."""
+    are left out): where the winner's advantage comes from. `names`: the stack's names of parts."""
     gains = advantage_by_part(winner, other)
+    names = names or {}
     rows = [["part", "winner s", f"{label} s", "winner saves s"]]
-    rows += [[part, f"{winner.time[part]:.3f}", f"{other.time.get(part, 0.0):.3f}", f"{gain:+.3f}"]
+    rows += [[names.get(part, part), f"{winner.time[part]:.3f}", f"{other.time.get(part, 0.0):.3f}", f"{gain:+.3f}"]
              for part, gain in gains.items() if winner.time[part] or other.time.get(part, 0.0)]
     rows.append(["step", f"{winner.step_time_s:.3f}", f"{other.step_time_s:.3f}", f"{sum(gains.values()):+.3f}"])
     return _table(rows)
@@ -196,13 +198,14 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         lines.append(f"tie: the winner's margin over #2 is inside that error; measure both before committing to "
                      f"one (#2: {result.alternatives[0].layout.short()})")
     lines.append("")
-    rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate))]
-    rows += [_row(str(i), c) for i, c in enumerate(result.alternatives[:top], start=2)]
+    names = result.part_names
+    rows = [list(COLUMNS), _row("1*", Candidate(result.layout, result.estimate), names)]
+    rows += [_row(str(i), c, names) for i, c in enumerate(result.alternatives[:top], start=2)]
     lines += _table(rows)
     lines.append("")
     if result.alternatives:
         lines.append("step time by part against #2 (seconds per step; the same tokens per GPU):")
-        lines += parts_against(est, result.alternatives[0].estimate, "#2")
+        lines += parts_against(est, result.alternatives[0].estimate, "#2", names)
         lines.append("")
     if result.pruned:
         lines.append("layouts pruned, by rule (a layout breaking several rules counts under each):")

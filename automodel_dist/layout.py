@@ -44,6 +44,8 @@ def ac_mode(value: bool | str) -> str:
 
 
 _AC_LABELS = {"full": "ac", "selective": "sac", "off": "noac"}
+# Layout.strategy of a Megatron-Bridge layout: Megatron's DDP with the distributed optimizer.
+MEGATRON_STRATEGY = "distributed_optimizer"
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,10 @@ class Layout:
         return replace(self, **changes)
 
     def short(self) -> str:
-        """Compact human label, e.g. 'fsdp2 tp2 pp4v2 cp1 ep8 dpr1 dp16 ac lbs2 mbs1' (sac: selective)."""
+        """Compact human label in the stack's own terms: AutoModel's, e.g. 'fsdp2 tp2 pp4v2 cp1 ep8 dpr1 dp16 ac
+        lbs2 mbs1' (sac: selective), or Megatron's for a Megatron layout (`megatron_short`)."""
+        if self.strategy == MEGATRON_STRATEGY:
+            return self.megatron_short()
         parts = [self.strategy, f"tp{self.tp}", f"pp{self.pp}" + (f"v{self.vpp}" if self.vpp > 1 else ""),
                  f"cp{self.cp}", f"ep{self.ep}", f"dpr{self.dp_replicate}", f"dp{self.dp}",
                  _AC_LABELS[self.activation_checkpointing], f"lbs{self.local_batch_size}"]
@@ -151,4 +156,14 @@ class Layout:
             parts.append("sp")
         if self.etp > 1:
             parts.append(f"etp{self.etp}")
+        return " ".join(parts)
+
+    def megatron_short(self) -> str:
+        """Megatron's terms, as its cards write a layout: 'TP2 PP8 VPP4 CP1 EP16 DP16 EDP2 SP MBS1', with ETP when
+        above 1, EDP (expert data parallelism) with EP, and the recompute granularity when there is one."""
+        parts = [f"TP{self.tp}", f"PP{self.pp}", *([f"VPP{self.vpp}"] if self.vpp > 1 else []), f"CP{self.cp}",
+                 f"EP{self.ep}", *([f"ETP{self.etp}"] if self.etp > 1 else []), f"DP{self.dp}",
+                 *([f"EDP{self.ep_shard}"] if self.ep > 1 else []), *(["SP"] if self.sequence_parallel else []),
+                 *([f"recompute:{self.activation_checkpointing}"] if self.checkpointed else []),
+                 f"MBS{self.micro_batch_size}"]
         return " ".join(parts)

@@ -71,9 +71,10 @@ def intent(row: CardRow) -> dict:
                          "precision": row.precision}}
 
 
-def short(tp: int, pp: int, vpp: int, ep: int, mbs: int, recompute: bool = False, etp: int = 1) -> str:
-    return (f"TP{tp} PP{pp}" + (f" VPP{vpp}" if vpp > 1 else "") + f" EP{ep}" + (f" ETP{etp}" if etp > 1 else "")
-            + f" MBS{mbs}" + (" +rc" if recompute else ""))
+def card_layout(row: CardRow) -> str:
+    """The card's layout, labelled as explain labels a Megatron layout (Layout.short)."""
+    return megatron_layout(row.gpus, tp=row.tp, pp=row.pp, vpp=row.vpp, ep=row.ep, sequence_parallel=row.tp > 1,
+                           global_batch_size=row.gbs, micro_batch_size=row.mbs).short()
 
 
 def card_estimate(row: CardRow) -> str:
@@ -96,7 +97,7 @@ def card_estimate(row: CardRow) -> str:
     if best is None:
         return "predicted not to fit"
     est, recompute = best
-    return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', +rc' if recompute else ''})"
+    return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})"
 
 
 HEADER = ("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
@@ -106,14 +107,14 @@ HEADER = ("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatch
 
 def table_row(row: CardRow) -> str:
     """One README row: the card's layout, the compiled one, their predictions and the published figure."""
-    card = short(row.tp, row.pp, row.vpp, row.ep, row.mbs) + f" ({row.dispatcher})"
+    card = f"{card_layout(row)} ({row.dispatcher})"
     try:
         result = compile_megatron(intent(row))
     except AutomodelDistError as exc:
         return f"| {row.label} | {row.gpus}×{row.gpu} {row.precision} | {card} | {str(exc).splitlines()[0]} | | | | |"
     lay, s = result.layout, result.override.settings if result.override else None
     dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
-    ours = short(lay.tp, lay.pp, lay.vpp, lay.ep, lay.micro_batch_size, lay.checkpointed, lay.etp)
+    ours = lay.short()
     same = "yes" if (lay.tp, lay.pp, lay.ep, lay.etp) == (row.tp, row.pp, row.ep, 1) else "no"
     predicted = result.estimate.tflops_per_gpu
     published = f"{row.published:g}" if row.published else "remeasure"

@@ -84,6 +84,16 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
                          "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     },
 }
+# The other recipes' models, by a fragment of the Hugging Face id the recipe loads: (config class, architecture).
+# Their field lists (`fields` requests) need only the classes the recipe builds, which the architecture selects
+# (its bridge's provider); the sizes are the config class's defaults.
+ARCHITECTURES = (("Kimi-K2", "deepseek_v3", "KimiK2ForCausalLM"),
+                 ("DeepSeek-V3", "deepseek_v3", "DeepseekV3ForCausalLM"),
+                 ("gpt-oss", "gpt_oss", "GptOssForCausalLM"),
+                 ("Qwen3-Next", "qwen3_next", "Qwen3NextForCausalLM"),
+                 ("-A3B", "qwen3_moe", "Qwen3MoeForCausalLM"), ("-A22B", "qwen3_moe", "Qwen3MoeForCausalLM"),
+                 ("Qwen3-", "qwen3", "Qwen3ForCausalLM"), ("Qwen2", "qwen2", "Qwen2ForCausalLM"),
+                 ("Llama", "llama", "LlamaForCausalLM"))
 # The Megatron-side knobs that need Transformer Engine kernels (not part of any rule here).
 TE_KNOBS = ["optimizer.use_precision_aware_optimizer=false", "optimizer.main_grads_dtype=torch.float32",
             "optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=torch.float32",
@@ -155,11 +165,55 @@ class _Worker:
         for hub_id, values in HF_CONFIGS.items():
             kind = transformers.CONFIG_MAPPING[values["model_type"]]
             self.configs[hub_id] = kind(**{k: v for k, v in values.items() if k != "model_type"})
-        configs = self.configs
         original = AutoBridge.from_hf_config
-        AutoBridge.from_hf_pretrained = classmethod(lambda cls, path, **kw: original(configs[str(path)]))
+        AutoBridge.from_hf_pretrained = classmethod(lambda cls, path, **kw: original(self.hf_config(str(path))))
         mcore_utils._te_version = packaging.version.Version(TE_VERSION)
         self.recipes: dict[str, Any] = {}
+
+    def hf_config(self, hub_id: str) -> Any:
+        """The recipe's Hugging Face config: the tests' own, else the architecture's defaults."""
+        import transformers
+
+        if hub_id not in self.configs:
+            model_type, architecture = next((t, a) for part, t, a in ARCHITECTURES if part in hub_id)
+            self.configs[hub_id] = transformers.CONFIG_MAPPING[model_type](architectures=[architecture])
+        return self.configs[hub_id]
+
+    def fields(self, recipe: str, read: list[str]) -> dict[str, Any]:
+        """The recipe's ConfigContainer as field names: {"root": its fields, "classes": {class: {"target": module
+        path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}, "required": the fields
+        without a default}}} for every dataclass reached from it, and "values": the recipe's value at each dotted
+        path of `read` that it holds (a section it leaves None holds none) as JSON carries it."""
+        import dataclasses
+
+        classes: dict[str, dict[str, Any]] = {}
+
+        def walk(obj: Any) -> dict[str, Any]:
+            fields: dict[str, Any] = {}
+            for f in dataclasses.fields(obj):
+                value = getattr(obj, f.name, None)
+                if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                    kind = type(value)
+                    required = sorted(g.name for g in dataclasses.fields(value) if g.init and g.default is
+                                      dataclasses.MISSING and g.default_factory is dataclasses.MISSING)
+                    classes[kind.__name__] = {"target": f"{kind.__module__}.{kind.__qualname__}", "fields": walk(value),
+                                              "required": required}
+                    fields[f.name] = kind.__name__
+                else:
+                    fields[f.name] = "*" if isinstance(value, dict) else None
+            return fields
+
+        cfg = self.base(recipe)
+        values = {}
+        for path in read:
+            value: Any = cfg
+            for part in path.split("."):
+                value = getattr(value, part, _ABSENT) if value is not None else _ABSENT
+            if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+                values[path] = list(value)
+            elif isinstance(value, (bool, int, float, str, type(None))):
+                values[path] = value
+        return {"root": walk(cfg), "classes": classes, "values": values}
 
     def base(self, recipe: str) -> Any:
         import copy
@@ -215,6 +269,9 @@ class _Worker:
         return {"ok": True, "error": None, "values": {path: _read(cfg, path) for path in case.get("read", ())}}
 
 
+_ABSENT = object()  # a path the recipe's config does not reach
+
+
 def _read(cfg: Any, dotted: str) -> Any:
     """A value of the validated ConfigContainer, as JSON can carry it (what an override really set)."""
     value = cfg
@@ -228,6 +285,10 @@ def serve() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        if "fields" in request:
+            print(json.dumps({"fields": {recipe: worker.fields(recipe, request.get("read", []))
+                                         for recipe in request["fields"]}}), flush=True)
+            continue
         print(json.dumps({"results": [worker.judge(case) for case in request["cases"]]}), flush=True)
 
 
@@ -261,6 +322,13 @@ class Oracle:
         self.proc.stdin.write(json.dumps({"cases": cases}) + "\n")
         self.proc.stdin.flush()
         return self._read()["results"]
+
+    def fields(self, recipes: list[str], read: list[str]) -> dict[str, Any]:
+        """Each recipe function's ConfigContainer field tree and its values at the `read` paths (`_Worker.fields`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"fields": recipes, "read": read}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()["fields"]
 
     def close(self) -> None:
         if self.proc.stdin is not None:

@@ -144,11 +144,15 @@ def test_hydra_format_is_the_megatron_targets(capsys: pytest.CaptureFixture[str]
 def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixture[str]) -> None:
     code, text, _ = run(capsys, "explain", QWEN, "training.task=pretrain", "--target", "megatron-bridge", "--top", "3")
     assert code == 0
-    assert "winner: distributed_optimizer" in text
+    assert "winner: TP" in text and "distributed_optimizer" not in text  # Megatron's terms
+    assert "recompute: " in text and "checkpointing: " not in text
     assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
     assert "env CUDA_DEVICE_MAX_CONNECTIONS=32" in text
-    code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe has no overlap
-    assert code == 0 and "overlap_moe_expert_parallel_comm" not in text
+    assert "comm_overlap._target_" not in text  # the pretrain recipe builds its own CommOverlapConfig
+    code, text, _ = run(capsys, "explain", QWEN, "--target", "megatron-bridge")  # the sft recipe leaves it None
+    assert code == 0
+    assert "comm_overlap._target_ = megatron.bridge.training.comm_overlap.CommOverlapConfig" in text
+    assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
 
 
 def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ the page as headless Chromium renders it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,7 +57,10 @@ def test_the_report_has_the_four_views_and_the_override_set(tmp_path: Path, qwen
     for figure in (qwen.layout.short(), f"{est.memory_gib:.1f} GiB", seconds(est.step_time_s),
                    f"{est.tokens_per_s_per_gpu:,.0f}", est.bound):
         assert figure in ranking
-    assert ranking.count("distributed_optimizer ") == 1 + min(10, len(qwen.alternatives))
+    assert len(re.findall(r"TP\d+ PP\d+ ", ranking)) == 1 + min(10, len(qwen.alternatives))  # Megatron terms
+    for automodel_term in ("distributed_optimizer", "dpr1", "noac", "lbs", "FSDP"):
+        assert automodel_term not in text
+    assert "DP comm" in dom.sections["step-time"] and "Layout labels in Megatron's terms" in ranking
     assert "writes Megatron-Bridge overrides for qwen3_30b_a3b_pretrain_config" in text
     settings = dom.sections["settings"]
     assert "Megatron-Bridge overrides for qwen3_30b_a3b_pretrain_config" in settings

@@ -26,7 +26,7 @@ from test_mbridge_rules import DSV3, LLAMA_8B, MB_CASES, QWEN3_30B
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.findings import ERROR
-from automodel_dist.targets.megatron_bridge.choose import layout_dispatcher
+from automodel_dist.targets.megatron_bridge.choose import comm_overlap_class, layout_dispatcher
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.emit import hydra_overrides
 from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
@@ -86,7 +86,8 @@ def task_of(override: OverrideSet) -> str:
 def oracle_case(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec | None) -> dict[str, Any]:
     recipe = recipe_for(model, task_of(override))
     assert recipe is not None
-    s = replace(override.settings, comm_overlap=recipe.comm_overlap)
+    s = replace(override.settings, comm_overlap=True,  # built with _target_ where the recipe leaves it None
+                comm_overlap_target=None if recipe.comm_overlap else comm_overlap_class())
     layout = override.layout
     if model.is_moe and layout.dispatcher is None:  # the MoE keys are written for MoE models
         layout = replace(layout, dispatcher=layout_dispatcher(s.dispatcher_type, s.flex_backend))
@@ -107,11 +108,11 @@ def send(oracle: Oracle, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def expressible(override: OverrideSet, extra: dict[str, Any]) -> bool:
-    """A rule case the oracle can run: a model it builds offline, and settings its recipe can take."""
+    """A rule case the oracle can run: a model it builds offline, and keys the override set writes for it."""
     model = extra.get("model", QWEN3_30B)
-    recipe = recipe_for(model, task_of(override)) if model.name in ORACLE_MODELS else None
     s = override.settings
-    return recipe is not None and (recipe.comm_overlap or not (s.ep_overlap or s.delay_wgrad or s.tp_comm_overlap))
+    return (model.name in ORACLE_MODELS and recipe_for(model, task_of(override)) is not None
+            and (model.is_moe or not (s.ep_overlap or s.delay_wgrad)))
 
 
 @cache
@@ -151,16 +152,18 @@ def test_every_rule_case_agrees_with_megatron(oracle: Oracle) -> None:
 
 def test_every_error_rule_is_checked_against_megatron() -> None:
     """Which rules the oracle judges; the rest say why not (warnings, or nothing offline expresses them)."""
+    from test_mbridge_keys import KEY_CASES  # the key rules: judged in tests/test_mbridge_fields_oracle.py
+
     from automodel_dist.rules import RULES
     from automodel_dist.rules.registry import SCRIPT
 
-    judged = {rule for rule, kind, _ in rule_cases() if kind == "bad"}
+    judged = {rule for rule, kind, _ in rule_cases() if kind == "bad"} | {c[0] for c in KEY_CASES}
     mine = {rid for rid, r in RULES.items()  # the launch-script rules are judged with shellcheck and the CLI
             if r.target == "megatron-bridge" and r.severity == ERROR and r.path != SCRIPT}
     not_expressible = {
         "mb-tp-query-groups": "needs a model whose query groups neither divide nor are divided by TP",
         "mb-delay-wgrad-graph-attn-bias": "needs a model with attention bias (Qwen2.5) the oracle does not build",
-        "mb-ep-overlap-experts": "a dense recipe (Llama) has no CommOverlapConfig to turn EP overlap on in",
+        "mb-ep-overlap-experts": "the override set writes the MoE keys (EP overlap among them) for MoE models only",
     }
     assert mine - judged == set(not_expressible)
 
@@ -228,10 +231,11 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "deepseek-v3-256xgb200",
 
 def test_compiled_override_sets_pass_megatron(oracle: Oracle) -> None:
     """The examples' override sets and the hardware-config card's (benchmarks/mbridge_tuned.py: expert tensor
-    parallelism among them; Qwen3-Next aside: the oracle's shim holds no Hugging Face config for it)."""
-    from mbridge_tuned import QNEXT, ROWS, intent
+    parallelism among them; Qwen3-Next's recipe is built from Qwen3NextConfig's defaults, which are the
+    80B-A3B's: 48 layers, 512 experts, hidden 2048)."""
+    from mbridge_tuned import ROWS, intent
 
-    cards = [intent(row) for row in ROWS if row.model != QNEXT]
+    cards = [intent(row) for row in ROWS]
     cases = []
     for source in [EXAMPLES / f"{name}.yaml" for name in COMPILED] + cards:
         result = compile_megatron(source)

@@ -17,6 +17,7 @@ from automodel_dist.targets.megatron_bridge.emit import hydra_overrides, overrid
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_SCOPES,
+    DIST_OPTIMIZER,
     PRECISIONS,
     PRETRAINED_FROM_ENV,
     RECOMPUTE_MODULES,
@@ -24,6 +25,7 @@ from automodel_dist.targets.megatron_bridge.overrides import (
     OverrideSet,
 )
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout, parse_overrides
+from automodel_dist.targets.megatron_bridge.plan import MegatronSpace
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, expand_layout
 from automodel_dist.yamlio import load_document
 
@@ -49,6 +51,7 @@ settings_strategy = st.builds(
     precision=st.sampled_from(PRECISIONS), tp_comm_overlap=st.booleans(), te_rng_tracker=st.booleans(),
     check_for_nan_in_loss=st.booleans(), mtp_num_layers=st.none() | st.integers(1, 2),
     seq_length=st.sampled_from([2048, 4096, 32768]), comm_overlap=st.booleans(),
+    comm_overlap_target=st.none() | st.just("megatron.bridge.training.comm_overlap.CommOverlapConfig"),
     account_for_embedding=st.booleans(), account_for_loss=st.booleans(),
     packed_sequence_size=st.none() | st.sampled_from([4096, 8192]),
     pad_seq_to_mult=st.none() | st.sampled_from([1, 4, 16]), per_token_loss=st.none() | st.booleans(),
@@ -68,7 +71,7 @@ def override_sets(draw: st.DrawFn) -> OverrideSet:
     if s.recompute_granularity is None:
         s = s.with_(recompute_modules=None)
     if not s.comm_overlap:  # a recipe without a CommOverlapConfig takes no comm_overlap keys
-        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False)
+        s = s.with_(ep_overlap=False, delay_wgrad=False, tp_comm_overlap=False, comm_overlap_target=None)
     if not moe:  # a dense model's override set leaves the MoE keys to the recipe
         s = s.with_(dispatcher_type="alltoall", flex_backend=None, shared_expert_overlap=False, ep_overlap=False,
                     delay_wgrad=False)
@@ -133,3 +136,40 @@ def test_gpu_generation_picks_dispatcher_and_precision() -> None:
         n == "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" for n, _, _ in gb200.env)
     h100 = compile_megatron(EXAMPLES / "deepseek-v3-1024xh100.yaml", ["training.precision=fp8"])
     assert h100.override.settings.precision == "bf16_with_fp8_subchannel_scaling_mixed"
+
+
+def _space(world: int) -> MegatronSpace:
+    from automodel_dist.intent import load_intent, resolve_intent
+    from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned
+
+    gpus_per_node = 8 if world % 8 == 0 else 4 if world % 4 == 0 else world
+    text = (f"model: qwen3-30b-a3b\nhardware: {{gpu: h100-80gb, nodes: {world // gpus_per_node}, "
+            f"gpus_per_node: {gpus_per_node}}}\ntraining: {{task: pretrain, seq_length: 4096, "
+            "global_batch_size: 240}\n")
+    problem = resolve_intent(load_intent(text))
+    return MegatronSpace(problem, check_planned, estimate_planned, False)
+
+
+def test_pp_candidates_follow_the_minimum_gpu_formula() -> None:
+    """A TP that does not divide the world leaves no PP (it used to offer divisors of the floored W // TP: on 16
+    GPUs, TP3 gave PP5, a 15-GPU layout); one that does gives the PP sizes with PP·TP dividing the world."""
+    space = _space(16)
+    assert space.pps(DIST_OPTIMIZER, 3) == []
+    assert space.pps(DIST_OPTIMIZER, 2) == [1, 2, 4, 8]
+    assert all(16 % (pp * tp) == 0 for tp in (1, 2, 4, 8) for pp in space.pps(DIST_OPTIMIZER, tp))
+    wide = _space(24)  # 24 = 2^3·3: TP2 leaves PP 1, 2, 3, 4, 6, 12; layers bound none of them (48)
+    assert wide.pps(DIST_OPTIMIZER, 2) == [1, 2, 3, 4, 6, 12]
+    assert wide.pps(DIST_OPTIMIZER, 5) == []
+
+
+def test_ep_overlap_clears_the_recipes_recompute_modules() -> None:
+    """Qwen3-Next's recipe sets recompute_modules [layernorm, moe, moe_act]; Megatron-Bridge refuses EP overlap with
+    moe in that list even when recompute is off ("disable moe in recompute_modules when enabling
+    overlap_moe_expert_parallel_comm"), so the override set always writes the list (null with recompute off).
+    tests/test_mbridge_oracle.py runs the card's Qwen3-Next row through Megatron-Bridge itself."""
+    intent = {"model": "qwen3-next-80b-a3b", "hardware": {"gpu": "gb200-nvl72", "nodes": 16},
+              "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 1024}}
+    result = compile_megatron(intent)
+    assert result.override is not None and result.override.settings.ep_overlap
+    assert "model.recompute_modules=null" in result.hydra
+    assert "model.recompute_granularity=null" in result.hydra

@@ -73,6 +73,9 @@ class ReportData:
     settings: tuple[tuple[str, str, str], ...] = ()
     environment: tuple[tuple[str, str, str], ...] = ()
     generator: str = f"automodel-dist {__version__}"
+    # the stack's words (CompileResult.layout_legend and part_names)
+    layout_legend: str = ""
+    part_names: Mapping[str, str] = field(default_factory=dict)
 
 
 def _stages(result: CompileResult) -> tuple[StageMemory, ...]:
@@ -103,6 +106,7 @@ def from_compile(result: CompileResult, top: int, mesh: MeshView | None = None) 
                       explain=explain_json(result, top), why=why_it_won(result), stages=_stages(result),
                       hbm_gib=cluster.gpu.hbm_gib, headroom=result.problem.memory_headroom, mesh=mesh,
                       not_modeled=result.estimate.not_modeled, writes=result.writes,
+                      layout_legend=result.layout_legend, part_names=dict(result.part_names),
                       settings=tuple((s.path, s.value, s.why) for s in result.settings()),
                       environment=tuple((s.path, s.value, s.why) for s in result.environment()))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from automodel_dist.html_report import svg
 from automodel_dist.html_report.data import StageMemory
@@ -16,6 +17,10 @@ GROUPS = (
     ("buffers", "#9d8ec4", ("fsdp_gather", "fragmentation", "runtime"),
      "FSDP all-gathered weights, allocator fragmentation, CUDA context and NCCL"),
 )
+# A group's description where the stack names one of its parts otherwise (CompileResult.part_names).
+RENAMED = {"dp_gather": "the distributed optimizer's parameter all-gather, allocator fragmentation, CUDA context "
+                        "and NCCL"}
+Group = tuple[str, str, tuple[str, ...], str]
 PART_LABELS = {"parameters": "params", "gradients": "grads", "optimizer": "optimizer", "fsdp_gather": "all-gather",
                "activations": "activations", "logits": "logits", "fragmentation": "fragment.", "runtime": "runtime"}
 HEIGHT = 300.0
@@ -90,9 +95,15 @@ def _chart(stages: tuple[StageMemory, ...], hbm: float, headroom: float) -> str:
     return svg.svg(width, HEIGHT, body, label="peak memory per pipeline rank against the HBM")
 
 
-def _legend() -> str:
+def _groups(names: Mapping[str, str]) -> tuple[Group, ...]:
+    """GROUPS in the stack's words."""
+    return tuple((name, colour, parts, next((RENAMED[names[p]] for p in parts if names.get(p) in RENAMED), what))
+                 for name, colour, parts, what in GROUPS)
+
+
+def _legend(groups: tuple[Group, ...]) -> str:
     items = "".join(f'<li><span class="swatch" style="background:{colour}"></span><b>{name}</b>: {what}</li>'
-                    for name, colour, _, what in GROUPS)
+                    for name, colour, _, what in groups)
     return f'<ul class="legend">{items}</ul>'
 
 
@@ -108,10 +119,12 @@ def _table(stages: tuple[StageMemory, ...]) -> str:
             f"<tbody>{rows}</tbody></table></details>")
 
 
-def memory_view(stages: tuple[StageMemory, ...], hbm: float, headroom: float) -> str:
+def memory_view(stages: tuple[StageMemory, ...], hbm: float, headroom: float,
+                names: Mapping[str, str] | None = None) -> str:
+    """The memory view; `names`: the stack's names of cost-model parts (CompileResult.part_names)."""
     peak = max(stages, key=lambda s: s.total_gib)
     where = f"pp rank {peak.rank}" if len(stages) > 1 else "every rank"
     return (f'<p>The winner\'s estimated peak is <strong>{peak.total_gib:.1f} GiB</strong> on {where}, against '
             f'{hbm:g} GiB of HBM and a limit of {hbm * (1 - headroom):.1f} GiB (the intent keeps {headroom:.0%} '
             "free). Each bar is the most loaded moment of one pipeline rank's GPU.</p>"
-            + _chart(stages, hbm, headroom) + _legend() + _table(stages))
+            + _chart(stages, hbm, headroom) + _legend(_groups(names or {})) + _table(stages))

@@ -108,10 +108,10 @@ def _body(data: ReportData, view_id: str) -> str:
         return rank_map_view(data.mesh) if data.mesh else '<p class="note">No mesh to draw.</p>'
     assert data.explain is not None
     if view_id == "ranking":
-        return ranking_view(data.explain, data.why)
+        return ranking_view(data.explain, data.why, data.layout_legend)
     if view_id == "memory":
-        return memory_view(data.stages, data.hbm_gib, data.headroom)
-    return step_time_view(data.explain)
+        return memory_view(data.stages, data.hbm_gib, data.headroom, data.part_names)
+    return step_time_view(data.explain, data.part_names)
 
 
 def _findings(data: ReportData) -> str:

@@ -57,7 +57,7 @@ def _pruned(explain: dict[str, Any]) -> str:
             f'<th class="num">layouts</th><th>for example</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
-def ranking_view(explain: dict[str, Any], why: str) -> str:
+def ranking_view(explain: dict[str, Any], why: str, legend: str) -> str:
     """The table of explain's candidates (winner first), why the winner won, and the pruning counts."""
     rows = candidates(explain)
     best_tps = max(c["estimate"]["tokens_per_s_per_gpu"] for _, c in rows)
@@ -68,10 +68,8 @@ def ranking_view(explain: dict[str, Any], why: str) -> str:
                f'{explain["feasible"]:,} fit; the best of each distinct structure is shown '
                f'(objective: {esc(explain["objective"])}).')
     return (f'<p>{summary} <strong>Why the winner won:</strong> {esc(why)}.</p>'
-            '<p class="caption">Layout labels: strategy, then the tp, pp (v: virtual stages per pp rank), cp and ep '
-            "sizes, dpr HSDP replicas, dp the data-parallel size, ac/sac/noac activation checkpointing (full, "
-            "selective, off), lbs the local batch, mbs the pipeline micro batch, sp sequence parallelism. Memory "
-            "bars are the share of the GPU's HBM; throughput bars are relative to the fastest layout shown. "
+            f'<p class="caption">{esc(legend)} Memory bars are the share of the GPU\'s HBM; throughput bars '
+            "are relative to the fastest layout shown. "
             "Binding wall: what limits the layout "
             '(memory, communication or compute).</p>'
             f'<div class="scroll"><table class="ranking"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'

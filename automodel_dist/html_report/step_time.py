@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from automodel_dist.html_report import svg
@@ -18,13 +19,30 @@ PARTS = (
     ("pp_comm", "PP comm", "#b279a2", "pipeline activation and gradient send/receive"),
     ("fsdp_comm", "FSDP comm", "#54a24b", "FSDP/HSDP all-gathers and gradient sync not hidden behind compute"),
 )
+# A stack's own (label, what it is) of a part, by its name there (CompileResult.part_names).
+RENAMED = {"dp_comm": ("DP comm", "the distributed optimizer's gradient reduce-scatter and parameter all-gather "
+                                  "not hidden behind compute")}
+
+
+Part = tuple[str, str, str, str]
+
+
+def _parts(names: Mapping[str, str]) -> tuple[Part, ...]:
+    """PARTS in the stack's words."""
+    out = []
+    for part, label, colour, what in PARTS:
+        label, what = RENAMED.get(names.get(part, ""), (label, what))
+        out.append((part, label, colour, what))
+    return tuple(out)
+
+
 SHOWN = 6
 WIDTH = 760.0
 LEFT, RIGHT = 8.0, 70.0
 BAR, LABEL, GAP = 22.0, 16.0, 12.0
 
 
-def _chart(rows: list[tuple[str, dict[str, Any]]]) -> str:
+def _chart(rows: list[tuple[str, dict[str, Any]]], parts: tuple[Part, ...]) -> str:
     longest = max(c["estimate"]["step_time_s"] for _, c in rows) or 1.0
     plot_w = WIDTH - LEFT - RIGHT
     body: list[str] = []
@@ -35,7 +53,7 @@ def _chart(rows: list[tuple[str, dict[str, Any]]]) -> str:
                              css_class="bar-label" + (" winner" if rank == "1" else "")))
         y += LABEL
         x = LEFT
-        for part, label, colour, _ in PARTS:
+        for part, label, colour, _ in parts:
             value = est["time"].get(part, 0.0)
             if value <= 0:
                 continue
@@ -51,28 +69,30 @@ def _chart(rows: list[tuple[str, dict[str, Any]]]) -> str:
     return svg.svg(WIDTH, y, body, label="step time breakdown of the winner and the runners-up")
 
 
-def _legend() -> str:
+def _legend(parts: tuple[Part, ...]) -> str:
     items = "".join(f'<li><span class="swatch" style="background:{colour}"></span><b>{label}</b>: {what}</li>'
-                    for _, label, colour, what in PARTS)
+                    for _, label, colour, what in parts)
     return f'<ul class="legend">{items}</ul>'
 
 
-def _table(winner: dict[str, Any]) -> str:
+def _table(winner: dict[str, Any], parts: tuple[Part, ...]) -> str:
     est = winner["estimate"]
     step = est["step_time_s"] or 1.0
     rows = "".join(f'<tr><td>{label}</td><td class="num">{seconds(est["time"].get(part, 0.0))}</td>'
                    f'<td class="num">{est["time"].get(part, 0.0) / step:.1%}</td></tr>'
-                   for part, label, _, _ in PARTS)
+                   for part, label, _, _ in parts)
     return ('<details><summary>The winner\'s step, part by part</summary><table class="parts"><thead><tr>'
             '<th>part</th><th class="num">time</th><th class="num">share</th></tr></thead>'
             f'<tbody>{rows}<tr><td><b>step</b></td><td class="num"><b>{seconds(est["step_time_s"])}</b></td>'
             '<td class="num">100%</td></tr></tbody></table></details>')
 
 
-def step_time_view(explain: dict[str, Any]) -> str:
+def step_time_view(explain: dict[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """The step-time view; `names`: the stack's names of cost-model parts (CompileResult.part_names)."""
     rows = candidates(explain)[:SHOWN]
+    parts = _parts(names or {})
     winner = explain["winner"]["estimate"]
     return (f'<p>One optimizer step of the winner takes an estimated <strong>{seconds(winner["step_time_s"])}'
             f'</strong> ({winner["tokens_per_s_per_gpu"]:,.0f} tokens/s/GPU). Communication is counted only where '
             "it is exposed (not hidden behind compute). The first runners-up are drawn on the same scale.</p>"
-            + _chart(rows) + _legend() + _table(explain["winner"]))
+            + _chart(rows, parts) + _legend(parts) + _table(explain["winner"], parts))

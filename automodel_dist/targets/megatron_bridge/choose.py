@@ -25,6 +25,7 @@ from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladd
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
+from automodel_dist.targets.megatron_bridge.fields import config_fields
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
@@ -35,6 +36,11 @@ MTP_LAYERS = {"deepseek_v3": 1}
 
 def mtp_layers(model: ModelSpec) -> int | None:
     return MTP_LAYERS.get(model.family)
+
+
+def comm_overlap_class() -> str:
+    """What a `comm_overlap._target_` names: Megatron-Bridge's CommOverlapConfig (its path, from the fields data)."""
+    return config_fields().target("CommOverlapConfig")
 
 
 def dispatcher_of(problem: Problem, ep: int) -> tuple[str, str | None, str]:
@@ -207,9 +213,11 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
     recipe = recipe_for(model, problem.training.task)
-    section = recipe is None or recipe.comm_overlap
-    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model),
-                         comm_overlap=section)
+    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model), comm_overlap=True)
+    if recipe is not None and not recipe.comm_overlap:
+        s = s.with_(comm_overlap_target=comm_overlap_class())
+        why["comm_overlap_target"] = (f"{recipe.function} leaves comm_overlap None: the overrides build the "
+                                      "CommOverlapConfig they set")
     why["seq_length"] = "the intent's sequence length"
     if problem.training.task in ("sft", "peft"):
         s, finetune_why = finetune(problem, layout, s)
@@ -238,14 +246,12 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
         why["recompute_granularity"] = "full recompute, as the intent pins it (selective is the narrower choice)"
         why["recompute_method"] = why["recompute_num_layers"] = "every layer recomputed from its input"
     blockers = ep_overlap_blockers(model, layout, s)
-    if not section:
-        blockers.append(f"{recipe.function if recipe else 'the recipe'} has no comm_overlap section to override")
     if model.is_moe:
         s = s.with_(ep_overlap=not blockers)
         why["ep_overlap"] = ("every prerequisite holds: hides dispatch/combine behind expert compute "
                              "(16xH100 Qwen3-30B: +17.7%)") if not blockers else "off: " + ", ".join(blockers)
         why["delay_wgrad"] = "off: no independent win measured (31.31 -> 31.20 s); a separate A/B"
-    if layout.tp > 1 and section:
+    if layout.tp > 1:
         s = s.with_(tp_comm_overlap=True)
         why["tp_comm_overlap"] = "TP with sequence parallelism: hide TP collectives behind the GEMMs"
     why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"

@@ -42,12 +42,20 @@ from automodel_dist.targets.megatron_bridge.emit import (
     override_yaml,
     reasons,
 )
+from automodel_dist.targets.megatron_bridge.fields import config_fields as recipe_fields
+from automodel_dist.targets.megatron_bridge.fields import recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
-from automodel_dist.targets.megatron_bridge.parse import hydra_file, hydra_key, megatron_layout, parse_overrides
+from automodel_dist.targets.megatron_bridge.parse import (
+    flat_overrides,
+    hydra_file,
+    hydra_key,
+    megatron_layout,
+    parse_overrides,
+)
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
-from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_sbatch
+from automodel_dist.targets.megatron_bridge.rules import check_keys, check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import read_sbatch
 from automodel_dist.verify.groups import MeshPlan
@@ -71,6 +79,13 @@ class MegatronCompileResult(CompileResult):
     stack: ClassVar[str] = "Megatron Core"
     rank_provenance: ClassVar[str] = PROVENANCE
     axis_names: ClassVar[Mapping[str, str]] = {"ep_shard": "expert data parallel"}
+    layout_legend: ClassVar[str] = (
+        "Layout labels in Megatron's terms: TP, PP, VPP (virtual stages per PP rank), CP, EP, ETP (expert tensor "
+        "parallelism, shown above 1), DP the data-parallel size, EDP expert data parallelism (with EP), SP sequence "
+        "parallelism, the recompute granularity when there is one, MBS the micro batch.")
+    checkpointing_term: ClassVar[str] = "recompute"
+    # the distributed optimizer's gradient reduce-scatter and parameter all-gather run over DP (no FSDP here)
+    part_names: ClassVar[Mapping[str, str]] = {"fsdp_comm": "dp_comm", "fsdp_gather": "dp_gather"}
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe_function": self.recipe_function, "hydra": list(self.hydra),
@@ -226,14 +241,15 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                          hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
-    override, locate, filename = _read_overrides(source, world_size)
+    override, flat, hydra, locate, filename = _read_overrides(source, world_size, recipe_values(recipe))
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    findings = check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    findings = check_keys(flat, recipe if recipe in recipe_fields().recipes else None, hydra=hydra)
+    findings += check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)
@@ -249,10 +265,14 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
 Locator = Callable[[list[Finding]], list[Finding]]
 
 
-def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, Locator, str]:
-    """The override set, what places its findings at their lines, and the name of the file it came from."""
+def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
+                    ) -> tuple[OverrideSet, dict[str, Any], bool, Locator, str]:
+    """The override set on the recipe's values `base`, its own {dotted key: value}, whether it is a Hydra list,
+    what places its findings at their lines, and the name of the file it came from."""
     if isinstance(source, Sequence) and not isinstance(source, str):
-        return parse_overrides(_hydra_list(source), world_size=world_size), list, "<overrides>"
+        items = _hydra_list(source)
+        return (parse_overrides(items, world_size=world_size, base=base), flat_overrides(items), True, list,
+                "<overrides>")
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
@@ -270,12 +290,14 @@ def _read_overrides(source: Any, world_size: int) -> tuple[OverrideSet, Locator,
                 return [f.located(line_of[f.path], 1) if f.line is None and f.path in line_of else f
                         for f in findings]
 
-            override = parse_overrides([item for _, item in lines], world_size=world_size, where=where)
-            return override, locate, filename
+            items = [item for _, item in lines]
+            override = parse_overrides(items, world_size=world_size, where=where, base=base)
+            return override, flat_overrides(items), True, locate, filename
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
-    return parse_overrides(doc, world_size=world_size), lambda findings: locate_all(doc, findings), doc.filename
+    return (parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), False,
+            lambda findings: locate_all(doc, findings), doc.filename)
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:

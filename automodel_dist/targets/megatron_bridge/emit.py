@@ -12,15 +12,16 @@ from typing import Any
 
 from automodel_dist.layout import Layout
 from automodel_dist.targets.commented import Section
-from automodel_dist.targets.megatron_bridge.overrides import APPENDED, KEYS, OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import KEYS, OverrideSet, appended
 from automodel_dist.yamlio import dump_yaml
 
 # Written only for MoE models (a layout with a dispatcher); a dense model keeps the recipe's.
 MOE_FIELDS = frozenset({"dispatcher_type", "flex_backend", "shared_expert_overlap", "ep_overlap", "delay_wgrad"})
-# Written only when set: recompute_modules means nothing without selective recompute, the MTP layer
-# count is the recipe's unless the model has one, only the sft/peft recipes pack sequences, and the
-# fine-tuning keys are the sft/peft recipes' (the loss averaging only with CP).
-OPTIONAL_FIELDS = frozenset({"recompute_modules", "mtp_num_layers", "packed_sequence_size", "pad_seq_to_mult",
+# Written only when set: the section's _target_ only where the recipe has none, the MTP layer count is the
+# recipe's unless the model has one, only the sft/peft recipes pack sequences, and the fine-tuning keys are the
+# sft/peft recipes' (the loss averaging only with CP). recompute_modules is always written: a recipe's list
+# stays in force with recompute off, and Megatron-Bridge refuses EP overlap with moe in it.
+OPTIONAL_FIELDS = frozenset({"comm_overlap_target", "mtp_num_layers", "packed_sequence_size", "pad_seq_to_mult",
                              "per_token_loss", "average_in_collective", "pretrained_checkpoint", "peft_dim",
                              "peft_alpha"})
 # A Hydra value outside these characters is quoted (pipeline layouts: `Et*3|(tt|)*29m|L`).
@@ -66,7 +67,7 @@ def hydra_value(value: Any) -> str:
 
 def hydra_overrides(override: OverrideSet) -> list[str]:
     """The `key=value` list for the recipe runner."""
-    return [f"{'+' if path in APPENDED else ''}{path}={hydra_value(value)}"
+    return [f"{'+' if appended(path, override.settings) else ''}{path}={hydra_value(value)}"
             for path, _, value in override_pairs(override)]
 
 
@@ -116,6 +117,8 @@ DEFAULT_WHY = {
     "recompute_granularity": "no recompute: the layout fits without it",
     "recompute_method": "no full recompute (it also blocks EP overlap)",
     "recompute_num_layers": "no full recompute",
+    "recompute_modules": "no selective recompute: clears the recipe's list (Qwen3-Next's holds moe, which EP overlap "
+                         "refuses even with recompute off)",
     "cuda_graph_impl": "no CUDA graphs: only after a profile shows launch gaps",
     "cuda_graph_scope": "no CUDA graphs",
     "te_rng_tracker": "only CUDA graphs need TE's RNG tracker",

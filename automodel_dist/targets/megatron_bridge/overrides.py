@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from automodel_dist.layout import Layout
+from automodel_dist.layout import MEGATRON_STRATEGY, Layout
 
 # Layout.strategy of a Megatron-Bridge layout: Megatron's DDP with the distributed optimizer (optimizer
 # state and fp32 master weights sharded over data parallelism; bf16 weights and gradients replicated).
-DIST_OPTIMIZER = "distributed_optimizer"
+DIST_OPTIMIZER = MEGATRON_STRATEGY
 
 # The Megatron checkpoint a fine-tune loads (the Hugging Face weights imported with Megatron-Bridge's
 # AutoBridge): only the user knows where it is, so the override set reads it from the environment when
@@ -71,7 +71,9 @@ class MegatronSettings:
     te_rng_tracker: bool = False
     mtp_num_layers: int | None = None
     seq_length: int = 4096
-    comm_overlap: bool = False  # the recipe has a CommOverlapConfig (ConfigContainer's default is None)
+    comm_overlap: bool = False  # the set writes comm_overlap keys (ConfigContainer's default section is None)
+    # the class the set builds the section from (`comm_overlap._target_`) for a recipe that leaves it None
+    comm_overlap_target: str | None = None
     packed_sequence_size: int | None = None  # the sft/peft recipes' packed sequences (pretrain: none)
     # Fine-tuning (sft/peft recipes; None leaves the recipe's value): padding of packed sequences for CP,
     # the loss and gradient averaging CP needs, the checkpoint the weights load from, the LoRA adapter.
@@ -136,6 +138,7 @@ KEYS: tuple[Key, ...] = (
     _k("model.moe_token_dispatcher_type", "dispatcher_type"),
     _k("model.moe_flex_dispatcher_backend", "flex_backend"),
     _k("model.moe_shared_expert_overlap", "shared_expert_overlap"),
+    _k("comm_overlap._target_", "comm_overlap_target"),
     _k("comm_overlap.overlap_moe_expert_parallel_comm", "ep_overlap"),
     _k("comm_overlap.delay_wgrad_compute", "delay_wgrad"),
     _k("comm_overlap.tp_comm_overlap", "tp_comm_overlap"),
@@ -167,3 +170,9 @@ KEYS: tuple[Key, ...] = (
 )
 PATHS = {key.field: key.path for key in KEYS}  # the first path of each field (finding paths)
 APPENDED = frozenset(key.path for key in KEYS if key.append)
+
+
+def appended(path: str, settings: MegatronSettings) -> bool:
+    """Hydra must append the key (`+path=value`): the PEFT keys, and every comm_overlap key when the set builds the
+    section itself (the recipe's is None: "Could not override 'comm_overlap.overlap_moe_expert_parallel_comm'")."""
+    return path in APPENDED or (settings.comm_overlap_target is not None and path.startswith("comm_overlap."))

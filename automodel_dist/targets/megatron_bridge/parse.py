@@ -1,7 +1,8 @@
 """Megatron-Bridge target, reading side: an override set (YAML mapping or Hydra list) becomes an `OverrideSet`.
 
-Keys the target does not model are left to the recipe; keys it models and the file leaves out take
-ConfigContainer's defaults (`MegatronSettings()`, TP=PP=CP=EP=ETP=1). A value of the wrong type is bad
+Keys the target does not model are left to the recipe; keys it models and the file leaves out take the recipe
+function's values when validate knows them (`base`, from fields.recipe_values), else ConfigContainer's defaults
+(`MegatronSettings()`, TP=PP=CP=EP=ETP=1). A value of the wrong type is bad
 input (exit 2) at its line:col; a value of the right type that Megatron refuses (an unknown CUDA-graph
 implementation, `recompute_granularity: partial`) is left for the rules, which quote Megatron's message.
 """
@@ -25,7 +26,7 @@ INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size"
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
-                      "pretrained_checkpoint", "peft_dim", "peft_alpha"})
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
@@ -153,16 +154,36 @@ def hydra_file(text: str) -> list[tuple[int, str]] | None:
     return items or None
 
 
-def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
-                    where: Callable[[str], str] | None = None) -> OverrideSet:
-    """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
-    `where(dotted key)` places a bad value (a YAML document's keys are placed by the document)."""
+def flat_overrides(source: Document | Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
+    """{dotted key: value} of an override set (a loaded YAML document, a mapping, or a Hydra list)."""
     if isinstance(source, Document):
-        flat, doc = flatten(source.data), source
-    elif isinstance(source, Mapping):
-        flat, doc = flatten(source), None
-    else:
-        flat, doc = hydra_mapping(source), None
+        return flatten(source.data)
+    if isinstance(source, Mapping):
+        return flatten(source)
+    return hydra_mapping(source)
+
+
+def _usable(base: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's values the override set's fields can hold (a recipe's None where the field takes none, e.g.
+    a CommOverlapConfig not yet finalized, leaves the field at ConfigContainer's default)."""
+    out = {}
+    for key in KEYS:
+        if key.path in base:
+            try:
+                _typed(key, base[key.path], key.path)
+            except InputError:
+                continue
+            out[key.path] = base[key.path]
+    return out
+
+
+def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
+                    where: Callable[[str], str] | None = None, base: Mapping[str, Any] | None = None) -> OverrideSet:
+    """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
+    `where(dotted key)` places a bad value (a YAML document's keys are placed by the document). `base`: the
+    recipe's own values (fields.recipe_values), which a key the set leaves out keeps."""
+    flat = {**_usable(base or {}), **flat_overrides(source)}
+    doc = source if isinstance(source, Document) else None
     locate = where or (doc.where if doc else (lambda path: path))
     layout_values: dict[str, Any] = {}
     settings_values: dict[str, Any] = {}

@@ -39,8 +39,11 @@ class MegatronSpace(Enumerator):
         return [DIST_OPTIMIZER]
 
     def pps(self, strategy: str, tp: int) -> list[int]:
+        """The PP sizes the minimum-GPU formula leaves room for: PP·max(TP·CP, EP·ETP) divides the world, so
+        (CP and EP at least 1) PP·TP divides it; no more stages than layers. A TP that does not divide the world
+        leaves none (its layouts are pruned with Megatron's message, not offered at a floored PP)."""
         layers = self.p.model.num_layers
-        return _pinned(self.p.pins.pp, [d for d in self.divisors(self.W // tp) if d <= layers])
+        return _pinned(self.p.pins.pp, [d for d in self.divisors(self.W) if self.W % (d * tp) == 0 and d <= layers])
 
     def eps(self, strategy: str, pp: int) -> list[int]:
         model = self.p.model

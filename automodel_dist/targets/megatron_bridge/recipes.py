@@ -1,10 +1,9 @@
-"""Megatron-Bridge 0.6.2's pretrain recipe functions (megatron.bridge.recipes), by model preset.
+"""Megatron-Bridge 0.6.2's recipe functions (megatron.bridge.recipes), by model preset and task.
 
-`comm_overlap` says whether the function builds a `CommOverlapConfig`: one that leaves
-`cfg.comm_overlap = None` cannot take `comm_overlap.*` overrides (Hydra: "Could not override
-'comm_overlap.overlap_moe_expert_parallel_comm'"), so the override set then leaves those keys out.
-Read from the installed package's recipe sources (tests/test_mbridge_oracle.py checks it on the recipes
-the oracle can build offline).
+`comm_overlap` says whether the function builds a `CommOverlapConfig` (read from its ConfigContainer's fields,
+`fields.py`): one that leaves `cfg.comm_overlap = None` takes `comm_overlap.*` overrides only when the override
+set builds the object itself (`comm_overlap._target_`). Qwen3-Next has no peft recipe: the function raises
+"PEFT is not currently supported for Qwen3-Next models".
 """
 
 from __future__ import annotations
@@ -15,39 +14,44 @@ from dataclasses import dataclass
 from automodel_dist.catalog.models import get_preset
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
+from automodel_dist.targets.megatron_bridge.fields import builds
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One recipe function and whether it builds a CommOverlapConfig."""
+    """One recipe function."""
 
     function: str
-    comm_overlap: bool
+
+    @property
+    def comm_overlap(self) -> bool:
+        """The function builds a CommOverlapConfig."""
+        return builds(self.function, "comm_overlap")
 
 
-# preset -> (function prefix, {task: builds a CommOverlapConfig}); the function is <prefix>_<task>_config.
-_FAMILY: dict[str, tuple[str, dict[str, bool]]] = {
-    "deepseek-v3": ("deepseek_v3", {"pretrain": True}),
-    "kimi-k2": ("kimi_k2", {"pretrain": True}),
-    "gpt-oss-20b": ("gpt_oss_20b", {"pretrain": False, "sft": False, "peft": False}),
-    "gpt-oss-120b": ("gpt_oss_120b", {"pretrain": False, "sft": False, "peft": False}),
-    "llama-3.1-8b": ("llama31_8b", {"pretrain": False, "sft": False, "peft": False}),
-    "llama-3.1-70b": ("llama31_70b", {"pretrain": True, "sft": False, "peft": False}),
-    "llama-3.1-405b": ("llama31_405b", {"pretrain": True, "sft": True, "peft": True}),
-    "llama-3.2-1b": ("llama32_1b", {"pretrain": False, "sft": False, "peft": False}),
-    "llama-3.2-3b": ("llama32_3b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen2.5-7b": ("qwen25_7b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen2.5-32b": ("qwen25_32b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen2.5-72b": ("qwen25_72b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen3-8b": ("qwen3_8b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen3-32b": ("qwen3_32b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen3-30b-a3b": ("qwen3_30b_a3b", {"pretrain": True, "sft": False, "peft": False}),
-    "qwen3-235b-a22b": ("qwen3_235b_a22b", {"pretrain": False, "sft": False, "peft": False}),
-    "qwen3-next-80b-a3b": ("qwen3_next_80b_a3b", {"pretrain": False, "sft": False, "peft": False}),
+_ALL = ("pretrain", "sft", "peft")
+# preset -> (function prefix, tasks); the function is <prefix>_<task>_config.
+_FAMILY: dict[str, tuple[str, tuple[str, ...]]] = {
+    "deepseek-v3": ("deepseek_v3", ("pretrain",)),
+    "kimi-k2": ("kimi_k2", ("pretrain",)),
+    "gpt-oss-20b": ("gpt_oss_20b", _ALL),
+    "gpt-oss-120b": ("gpt_oss_120b", _ALL),
+    "llama-3.1-8b": ("llama31_8b", _ALL),
+    "llama-3.1-70b": ("llama31_70b", _ALL),
+    "llama-3.1-405b": ("llama31_405b", _ALL),
+    "llama-3.2-1b": ("llama32_1b", _ALL),
+    "llama-3.2-3b": ("llama32_3b", _ALL),
+    "qwen2.5-7b": ("qwen25_7b", _ALL),
+    "qwen2.5-32b": ("qwen25_32b", _ALL),
+    "qwen2.5-72b": ("qwen25_72b", _ALL),
+    "qwen3-8b": ("qwen3_8b", _ALL),
+    "qwen3-32b": ("qwen3_32b", _ALL),
+    "qwen3-30b-a3b": ("qwen3_30b_a3b", _ALL),
+    "qwen3-235b-a22b": ("qwen3_235b_a22b", _ALL),
+    "qwen3-next-80b-a3b": ("qwen3_next_80b_a3b", ("pretrain", "sft")),
 }
 RECIPES: dict[tuple[str, str], Recipe] = {
-    (preset, task): Recipe(f"{prefix}_{task}_config", overlap)
-    for preset, (prefix, tasks) in _FAMILY.items() for task, overlap in tasks.items()
+    (preset, task): Recipe(f"{prefix}_{task}_config") for preset, (prefix, tasks) in _FAMILY.items() for task in tasks
 }
 
 

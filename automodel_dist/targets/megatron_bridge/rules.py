@@ -14,9 +14,10 @@ at least 2.12 (the version the skills' graph + delayed-wgrad rules ask for), so 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from math import prod
+from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import capability_major, ep_group_in_domain
@@ -25,6 +26,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.rules import launch
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
+from automodel_dist.targets.megatron_bridge.fields import key_problems
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_IMPLS,
@@ -143,6 +145,14 @@ FINETUNE_CP_AVERAGE = _rule("mb-finetune-cp-average-in-collective", ERROR, "aver
                             "sft/peft recipes set it true, so an override set must say false")
 PACKED_CP_PAD = _rule("mb-packed-cp-padding", WARNING, "pad_seq_to_mult",
                       "packed sequences with CP > 1 must be padded to a multiple of 2·CP")
+# -- keys (validate: the override file's own keys against the recipe's ConfigContainer, fields.py) -------------
+UNKNOWN_KEY = _rule("mb-unknown-key", ERROR, "", "every key must be a field of the recipe's ConfigContainer: "
+                    "Megatron-Bridge refuses an unknown Hydra key and skips an unknown YAML key with a warning")
+SECTION_MISSING = _rule("mb-section-missing", ERROR, "",
+                        "keys under a section the recipe leaves None (comm_overlap, peft) need the override to build "
+                        "it (_target_)")
+TARGET_REQUIRED = _rule("mb-target-required", ERROR, "",
+                        "a section built with _target_ must give the fields its class has no default for")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
                         "PEFT needs the pretrained checkpoint its adapters train on")
 
@@ -570,6 +580,33 @@ def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None, cl
     ctx = Context(override, model, cluster, task)
     return [f for fn in CHECKS for f in fn(ctx)]
 
+
+def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> list[Finding]:
+    """A finding per key of an override set ({dotted key: value}) that the recipe function's ConfigContainer has no
+    field for, in Megatron-Bridge's words for the form it comes in (a Hydra list, or a YAML file)."""
+    out = []
+    name = recipe or "the recipe"
+    for p in key_problems(flat, recipe):
+        if p.missing_required:
+            section = p.path.rsplit(".", 1)[0]
+            out.append(TARGET_REQUIRED.finding(
+                f"{p.owner} has no default for {', '.join(p.missing_required)}: Megatron-Bridge cannot build it "
+                f"('Failed to instantiate {section} from _target_'), so {section} stays a plain dict its "
+                "validation then fails on (''dict' object has no attribute ...')", path=p.path, hint=p.hint))
+        elif p.missing_section:
+            theirs = (f"'Could not override '{p.path}''" if hydra else
+                      f"the YAML merge makes {p.field} a plain dict its validation then fails on "
+                      "(''dict' object has no attribute ...')")
+            out.append(SECTION_MISSING.finding(f"{name} builds no {p.field} (it is None in the recipe's "
+                                               f"ConfigContainer): Megatron-Bridge cannot set {p.path}: {theirs}",
+                                               path=p.path, hint=p.hint))
+        else:
+            skipped = f"'Key '{p.field}' in overrides not found in config object {p.owner}. Skipping.'"
+            theirs = (f"it refuses the key ('Could not override '{p.path}''), or with a leading + appends it and "
+                      f"skips it ({skipped})" if hydra else f"it trains without it ({skipped})")
+            out.append(UNKNOWN_KEY.finding(f"{p.owner} has no field {p.field!r}; Megatron-Bridge: {theirs}",
+                                           path=p.path, hint=p.hint))
+    return out
 
 
 # -- the multi-node Slurm launch (megatron-bridge.md §8) -------------------------------------------------------

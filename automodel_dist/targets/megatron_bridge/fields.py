@@ -1,0 +1,141 @@
+"""The keys a Megatron-Bridge recipe function's ConfigContainer has, so a typo'd override key is caught.
+
+Megatron-Bridge 0.6.2 applies an override set in two ways, and neither says no to a key it lacks in a way that
+stops a run (megatron.bridge.training.utils.omegaconf_utils, checked with the test oracle):
+- the Hydra list: `Could not override 'model.tensor_model_paralel_size'. To append to your config use
+  +model.tensor_model_paralel_size=2` (an OverridesError), and with the `+` it appends the key, then skips it;
+- the YAML file: OmegaConf merges it, then `Key 'tensor_model_paralel_size' in overrides not found in config
+  object GPTModelProvider. Skipping.` is logged and training runs without the override.
+A section the recipe leaves None (most recipes' `comm_overlap`, a non-PEFT recipe's `peft`) takes no keys either:
+Hydra refuses them, and the YAML merge turns the section into a plain dict that fails later (`'dict' object has
+no attribute 'data_parallel_size'`), unless the override builds the object with `_target_`.
+
+The field names, and each recipe's values at the keys the target models (what a key the override set leaves out
+runs with), are data (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from
+the installed package's recipes; tests/test_mbridge_fields_oracle.py checks it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from automodel_dist.catalog.fields import did_you_mean
+from automodel_dist.resources import DATA_DIR
+
+FIELDS_FILE = DATA_DIR / "megatron_bridge" / "config_fields.json"
+SOURCE = ("dataclasses.fields of each recipe function's ConfigContainer and of every dataclass it holds, "
+          "megatron-bridge 0.6.2 / megatron-core 0.19.2")
+TARGET = "_target_"  # a mapping with it is instantiated (megatron.bridge.utils.instantiate_utils.instantiate)
+ANY = "*"  # a field that holds a mapping: any key
+
+
+@dataclass(frozen=True)
+class ConfigFields:
+    """Each recipe function's ConfigContainer fields and the dataclasses they hold: a field maps to the name of
+    the class it holds, to ANY (a mapping), or to None (a value)."""
+
+    recipes: Mapping[str, Mapping[str, str | None]]
+    classes: Mapping[str, Mapping[str, Any]]
+    values: Mapping[str, Mapping[str, Any]]  # each recipe's values at the keys the target models
+
+    def root(self, recipe: str | None) -> Mapping[str, str | None]:
+        """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
+        if recipe in self.recipes:
+            return self.recipes[recipe]
+        merged: dict[str, str | None] = {}
+        for fields in self.recipes.values():
+            for name, kind in fields.items():
+                merged[name] = merged.get(name) or kind
+        return merged
+
+    def usual_class(self, section: str) -> str | None:
+        """The class the recipes that build `section` hold there (CommOverlapConfig, LoRA)."""
+        return next((root[section] for root in self.recipes.values() if root.get(section) not in (None, ANY)), None)
+
+    def target(self, cls: str) -> str:
+        return self.classes[cls]["target"]
+
+
+@cache
+def config_fields() -> ConfigFields:
+    data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
+    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"])
+
+
+def recipe_values(recipe: str | None) -> Mapping[str, Any]:
+    """{dotted key: value} the recipe function's ConfigContainer holds at the keys the target models (empty for a
+    recipe not known here): what an override set that leaves a key out runs with."""
+    return config_fields().values.get(recipe or "", {})
+
+
+def builds(recipe: str, section: str) -> bool:
+    """Whether the recipe function's ConfigContainer holds an object in `section` (comm_overlap, peft)."""
+    return config_fields().recipes[recipe].get(section) is not None
+
+
+@dataclass(frozen=True)
+class KeyProblem:
+    """A key the recipe's ConfigContainer cannot take: the dotted key, the class that lacks it, a fix."""
+
+    path: str
+    field: str  # the part of the key the owner lacks (or the section it leaves None)
+    owner: str
+    hint: str
+    prefix: str  # the key up to that part
+    missing_section: bool = False  # the recipe leaves this section None
+    missing_required: tuple[str, ...] = ()  # the fields a `_target_` class cannot be built without
+
+
+def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
+    """Every dotted key of `flat` ({dotted key: value}) the recipe's ConfigContainer has no field for, in order.
+    A section the override builds (`<section>._target_: <class>`) takes that class's fields."""
+    fields = config_fields()
+    by_target = {kind["target"]: name for name, kind in fields.classes.items()}
+    built = {path.rsplit(".", 1)[0]: by_target.get(str(value)) for path, value in flat.items()
+             if path.endswith("." + TARGET)}
+    out, seen = [], set()
+    for path in flat:
+        problem = _walk(fields, fields.root(recipe), path, built)
+        if problem is not None and problem.prefix not in seen:  # one finding per unknown section
+            seen.add(problem.prefix)
+            out.append(problem)
+    for section, cls in built.items():
+        missing = tuple(name for name in fields.classes[cls]["required"] if f"{section}.{name}" not in flat) \
+            if cls else ()
+        if missing:
+            out.append(KeyProblem(f"{section}.{TARGET}", TARGET, cls or "", "add " + ", ".join(
+                f"{section}.{name}" for name in missing), f"{section}.{TARGET}", missing_required=missing))
+    return out
+
+
+def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
+          built: Mapping[str, str | None]) -> KeyProblem | None:
+    parts = path.split(".")
+    level: Mapping[str, Any] = root
+    owner = "ConfigContainer"
+    for i, part in enumerate(parts):
+        here = ".".join(parts[: i + 1])
+        if part == TARGET and ".".join(parts[:i]) in built:
+            return None
+        if part not in level:
+            return KeyProblem(path, part, owner, f"correct the key{did_you_mean(part, level)}, or remove it", here)
+        kind = level[part]
+        if i == len(parts) - 1 or kind == ANY:
+            return None
+        if here in built:  # the override builds this object: its class's fields (any, for a class not known here)
+            kind = built[here]
+            if kind is None:
+                return None
+        elif kind is None:
+            usual = fields.usual_class(part) if i == 0 else None
+            if usual is None:
+                return KeyProblem(path, part, owner, f"{here} is a value, not a section: write {here}: <value>", here)
+            return KeyProblem(path, part, owner, f"build one: add {here}.{TARGET}: {fields.target(usual)} (in a Hydra "
+                              f"list: +{here}.{TARGET}=..., and + before each {here} key), or drop the {here} keys",
+                              here, missing_section=True)
+        level, owner = fields.classes[kind]["fields"], kind
+    return None

@@ -1,0 +1,76 @@
+"""Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
+function's ConfigContainer the target knows (recipes.RECIPES), and its values at the keys the target models
+(overrides.KEYS: what an override set that leaves a key out runs with), read from the installed megatron-bridge 0.6.2 by
+building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
+checks the file against it).
+
+    .venv/bin/python scripts/mbridge_config_fields.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from automodel_dist.output import JSON_MARKER, Output, write_outputs
+from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, SOURCE
+from automodel_dist.targets.megatron_bridge.overrides import KEYS
+from automodel_dist.targets.megatron_bridge.recipes import RECIPES
+
+ROOT = Path(__file__).resolve().parent.parent
+# Values the recipe sets by what the machine has, not recorded: without Transformer Engine or APEX (the oracle's
+# CPU) the model provider turns gradient_accumulation_fusion off; on a GPU node it stays on.
+HOST_DEPENDENT = {"model.gradient_accumulation_fusion"}
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def merge(trees: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One file: each recipe's root fields, and the classes they reach (a field that holds a dataclass in any
+    recipe names its class; a class's fields are the same in every recipe)."""
+    classes: dict[str, dict[str, Any]] = {}
+    for tree in trees.values():
+        for name, kind in tree["classes"].items():
+            known = classes.setdefault(name, {"target": kind["target"], "fields": {}, "required": kind["required"]})
+            assert (known["target"], known["required"]) == (kind["target"], kind["required"]), f"two classes {name}"
+            for field, value in kind["fields"].items():
+                if known["fields"].get(field) is None:
+                    known["fields"][field] = value
+    return {"generated_by": JSON_MARKER, "script": "scripts/mbridge_config_fields.py", "source": SOURCE,
+            "recipes": {recipe: trees[recipe]["root"] for recipe in sorted(trees)},
+            "values": {recipe: trees[recipe]["values"] for recipe in sorted(trees)},
+            "classes": {name: {"target": kind["target"], "fields": dict(sorted(kind["fields"].items())),
+                               "required": kind["required"]}
+                        for name, kind in sorted(classes.items())}}
+
+
+def read_installed() -> dict[str, Any]:
+    from mbridge_oracle import Oracle
+
+    oracle = Oracle()
+    try:
+        functions = sorted(r.function for r in RECIPES.values())
+        return merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+    finally:
+        oracle.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report drift; exit 1 if any")
+    args = parser.parse_args()
+    text = json.dumps(read_installed(), indent=1) + "\n"
+    if FIELDS_FILE.exists() and FIELDS_FILE.read_text(encoding="utf-8") == text:
+        return 0
+    if args.check:
+        print(f"drifted: {FIELDS_FILE.relative_to(ROOT)}")
+        return 1
+    write_outputs([Output(FIELDS_FILE, text)])
+    print(f"wrote: {FIELDS_FILE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

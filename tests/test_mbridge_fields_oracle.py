@@ -1,0 +1,125 @@
+"""The override-key check against Megatron-Bridge 0.6.2 itself (tests/mbridge_oracle.py):
+1. the shipped field list (data/megatron_bridge/config_fields.json) is what the installed dataclasses hold, for
+   every recipe function the target writes for;
+2. every key rule case (tests/test_mbridge_keys.py), in both forms: a bad Hydra list is refused with the message we
+   quote, a bad YAML file is either refused or silently loses the key (the value never reaches the config), and the
+   valid neighbour is accepted with its value applied;
+3. override sets that leave keys to the recipe: our verdict, on the recipe's recorded values, is Megatron's;
+4. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
+   Megatron-Bridge's own setup and validation accept with EP overlap on (both forms).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mbridge_oracle import Oracle, available
+from test_mbridge_keys import BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
+from test_mbridge_oracle import DEVICES
+
+from automodel_dist import validate_recipe
+from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE
+from automodel_dist.targets.megatron_bridge.rules import check_keys
+from automodel_dist.yamlio import dump_yaml
+
+pytestmark = [
+    pytest.mark.mbridge_oracle,
+    pytest.mark.skipif(not available(), reason="the Megatron-Bridge oracle venv (.venv-mb) is not installed: "
+                                                "run scripts/setup-mbridge-oracle.sh"),
+]
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "intents"
+H100 = list(DEVICES["h100-80gb"])
+WORLD = {"qwen3_30b_a3b_pretrain_config": 16, "qwen3_235b_a22b_pretrain_config": 256,
+         "deepseek_v3_pretrain_config": 1024}
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Any:
+    worker = Oracle()
+    yield worker
+    worker.close()
+
+
+def test_field_list_is_the_installed_dataclasses() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import json
+
+    from mbridge_config_fields import read_installed
+
+    shipped = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
+    installed = read_installed()
+    assert shipped == installed, "run scripts/mbridge_config_fields.py"
+    keys = sum(len(c["fields"]) for c in installed["classes"].values())
+    print(f"\nfield list: {len(installed['recipes'])} recipe functions, {len(installed['classes'])} classes, "
+          f"{keys} fields")
+
+
+def _value_path(flat: dict[str, Any]) -> tuple[str, Any]:
+    """The key a case sets (its last) and its value."""
+    return next(reversed(flat.items()))
+
+
+def test_key_rule_cases_agree_with_megatron(oracle: Oracle, tmp_path: Path) -> None:
+    cases, expect = [], []
+    for i, (rule, bad, good, recipe) in enumerate(KEY_CASES):
+        for kind, flat, fn in (("bad", bad, BAD_RECIPE.get(i, recipe)), ("good", good, recipe)):
+            path, value = _value_path(flat)
+            base = {"recipe": fn, "world_size": WORLD[fn], "gpu": H100, "read": [path]}
+            yaml_file = tmp_path / f"case{i}-{kind}.yaml"
+            yaml_file.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+            cases += [{**base, "overrides": hydra_list(flat)}, {**base, "overrides": [], "config_file": str(yaml_file)}]
+            expect += [(rule, kind, flat, fn, True), (rule, kind, flat, fn, False)]
+    verdicts = oracle.judge(cases)
+    wrong = []
+    for (rule, kind, flat, fn, hydra), theirs in zip(expect, verdicts, strict=True):
+        ours = check_keys(flat, fn, hydra=hydra)
+        path, value = _value_path(flat)
+        applied = theirs["ok"] and theirs["values"].get(path) == value
+        if kind == "good":
+            ok = not ours and applied
+        else:  # Megatron refuses the set in words we quote, or runs without the value
+            said = [f"Could not override '{f.path}'" for f in ours] + ["'dict' object has no attribute"]
+            quoted = theirs["ok"] or any(x in theirs["error"] and any(x in f.message for f in ours) for x in said)
+            ok = bool(ours) and not applied and quoted
+        if not ok:
+            wrong.append((rule, kind, "hydra" if hydra else "yaml", flat, [f.message for f in ours], theirs))
+    print(f"\nkey rule cases: {len(expect)} override sets (YAML and Hydra), {len(expect) - len(wrong)} agree")
+    assert wrong == [], "\n".join(str(w)[:400] for w in wrong)
+
+
+@pytest.mark.parametrize("name", ["qwen3-235b-a22b-256xh100", "qwen3-235b-a22b-128xgb200"])
+def test_recipe_without_comm_overlap_gets_one_megatron_accepts(oracle: Oracle, tmp_path: Path, name: str) -> None:
+    result = compile_megatron(EXAMPLES / f"{name}.yaml")
+    assert result.override is not None and result.override.settings.ep_overlap
+    assert result.override.settings.comm_overlap_target is not None
+    yaml_file = tmp_path / "overrides.yaml"
+    yaml_file.write_text(result.yaml, encoding="utf-8")
+    read = ["comm_overlap", "comm_overlap.overlap_moe_expert_parallel_comm", "comm_overlap.delay_wgrad_compute"]
+    base = {"recipe": result.recipe_function, "world_size": result.layout.world_size, "read": read,
+            "gpu": list(DEVICES[result.problem.cluster.gpu.name])}
+    verdicts = oracle.judge([{**base, "overrides": list(result.hydra)},
+                             {**base, "overrides": [], "config_file": str(yaml_file)}])
+    for theirs in verdicts:  # runtime_config_update ran CommOverlapConfig.setup and ConfigContainer.validate
+        assert theirs["ok"], theirs["error"]
+        assert theirs["values"]["comm_overlap"].startswith("CommOverlapConfig(")
+        assert theirs["values"]["comm_overlap.overlap_moe_expert_parallel_comm"] is True
+        assert theirs["values"]["comm_overlap.delay_wgrad_compute"] is False
+
+
+def test_keys_left_out_are_judged_at_the_recipes_values(oracle: Oracle, tmp_path: Path) -> None:
+    cases, ours = [], []
+    for i, (recipe, world, flat, _) in enumerate(RECIPE_VALUE_CASES):
+        path = tmp_path / f"partial{i}.yaml"
+        path.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+        cases.append({"recipe": recipe, "world_size": world, "overrides": [], "config_file": str(path), "gpu": H100})
+        report = validate_recipe(nested(flat), world_size=world, target="megatron-bridge", recipe_function=recipe)
+        ours.append([f.message for f in report.errors])
+    verdicts = oracle.judge(cases)
+    for mine, theirs in zip(ours, verdicts, strict=True):
+        assert bool(mine) != theirs["ok"], (mine, theirs)
+        assert not mine or any(" ".join(m.split())[:50] in theirs["error"] for m in mine), (mine, theirs)

@@ -1,0 +1,159 @@
+"""Override keys against the recipe function's ConfigContainer fields: a typo'd key is a located error (exit 1)
+with a did-you-mean from the real field names, in both forms (a YAML file and a Hydra list), and a section the
+recipe leaves None (comm_overlap) takes keys only when the override builds it (`_target_`).
+
+What Megatron-Bridge itself does with each case is checked in tests/test_mbridge_fields_oracle.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from automodel_dist import validate_recipe
+from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+from automodel_dist.targets.megatron_bridge.emit import hydra_value
+from automodel_dist.targets.megatron_bridge.fields import TARGET, config_fields
+from automodel_dist.targets.megatron_bridge.parse import flat_overrides
+from automodel_dist.targets.megatron_bridge.rules import check_keys
+
+Q30 = "qwen3_30b_a3b_pretrain_config"    # builds a CommOverlapConfig
+Q235 = "qwen3_235b_a22b_pretrain_config"  # leaves comm_overlap None
+DSV3 = "deepseek_v3_pretrain_config"      # MLAModelProvider
+COMM = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
+# A CommOverlapConfig built by the override set (tp_comm_overlap has no default).
+BUILT = {f"comm_overlap.{TARGET}": COMM, "comm_overlap.tp_comm_overlap": False}
+BUCKET = 40_000_000  # a CommOverlapConfig value Megatron-Bridge's setup keeps as given
+
+# (rule, bad {dotted key: value}, good neighbour, recipe function)
+KEY_CASES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("mb-unknown-key", {"model.tensor_model_paralel_size": 2}, {"model.tensor_model_parallel_size": 2}, Q30),
+    ("mb-unknown-key", {"trian.micro_batch_size": 2}, {"train.micro_batch_size": 2}, Q30),
+    ("mb-unknown-key", {"rng.sed": 1234}, {"rng.seed": 1234}, Q30),
+    ("mb-unknown-key", {"ddp.overlap_grad_reduce.x": True}, {"ddp.overlap_grad_reduce": True}, Q30),
+    ("mb-unknown-key", {"model.kv_lora_rank": 256}, {"model.kv_lora_rank": 256}, DSV3),  # bad on Q30 (below)
+    ("mb-unknown-key", {**BUILT, "comm_overlap.bucket_sise": BUCKET}, {**BUILT, "comm_overlap.bucket_size": BUCKET},
+     Q235),
+    ("mb-section-missing", {"comm_overlap.bucket_size": BUCKET}, {**BUILT, "comm_overlap.bucket_size": BUCKET}, Q235),
+    ("mb-section-missing", {"comm_overlap.bucket_size": BUCKET}, {"comm_overlap.bucket_size": BUCKET},
+     Q30),  # bad on Q235 (below)
+    ("mb-target-required", {f"comm_overlap.{TARGET}": COMM, "comm_overlap.bucket_size": BUCKET},
+     {**BUILT, "comm_overlap.bucket_size": BUCKET}, Q235),
+]
+# The recipe a bad case is judged with when it differs from its neighbour's.
+BAD_RECIPE = {4: Q30, 7: Q235}
+
+
+def hydra_list(flat: dict[str, Any]) -> list[str]:
+    """A flat override set as Hydra writes it: + before the keys of a section the set builds."""
+    built = {path.rsplit(".", 1)[0] for path in flat if path.endswith("." + TARGET)}
+    return [f"{'+' if path.split('.')[0] in built else ''}{path}={hydra_value(value)}" for path, value in flat.items()]
+
+
+def nested(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in flat.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _rules(source: Any, recipe: str) -> set[str]:
+    report = validate_recipe(source, world_size=16, target="megatron-bridge", recipe_function=recipe)
+    return {f.rule for f in report.errors}
+
+
+@pytest.mark.parametrize("form", ["yaml", "hydra"])
+@pytest.mark.parametrize(("i", "rule", "bad", "good", "recipe"), [(i, *c) for i, c in enumerate(KEY_CASES)],
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(KEY_CASES)])
+def test_key_rule_fires_and_neighbour_passes(form: str, i: int, rule: str, bad: dict[str, Any],
+                                             good: dict[str, Any], recipe: str) -> None:
+    def shape(flat: dict[str, Any]) -> Any:
+        return nested(flat) if form == "yaml" else hydra_list(flat)
+
+    assert rule in _rules(shape(bad), BAD_RECIPE.get(i, recipe))
+    assert not {"mb-unknown-key", "mb-section-missing", "mb-target-required"} & _rules(shape(good), recipe)
+
+
+def test_did_you_mean_comes_from_the_recipes_fields() -> None:
+    [finding] = check_keys({"model.tensor_model_paralel_size": 2}, Q30, hydra=False)
+    assert finding.path == "model.tensor_model_paralel_size"
+    assert "GPTModelProvider has no field 'tensor_model_paralel_size'" in finding.message
+    assert "Key 'tensor_model_paralel_size' in overrides not found in config object GPTModelProvider" in finding.message
+    assert "did you mean 'tensor_model_parallel_size'" in finding.hint
+    [hydra] = check_keys({"model.tensor_model_paralel_size": 2}, Q30, hydra=True)
+    assert "Could not override 'model.tensor_model_paralel_size'" in hydra.message
+    [missing] = check_keys({"comm_overlap.tp_comm_overlap": True}, Q235, hydra=False)
+    assert f"comm_overlap.{TARGET}: {COMM}" in missing.hint
+
+
+def test_one_finding_per_unknown_section() -> None:
+    findings = check_keys({"trian.micro_batch_size": 1, "trian.global_batch_size": 8}, Q30, hydra=False)
+    assert [f.path for f in findings] == ["trian.micro_batch_size"]
+    assert "did you mean 'train'" in findings[0].hint
+
+
+def test_unknown_recipe_checks_against_every_recipes_fields() -> None:
+    assert check_keys({"model.kv_lora_rank": 256}, None, hydra=False) == []  # an MLA recipe has it
+    assert [f.rule for f in check_keys({"model.kv_lora_rnak": 256}, None, hydra=False)] == ["mb-unknown-key"]
+
+
+def test_field_data_covers_every_recipe_function_the_target_writes_for() -> None:
+    from automodel_dist.targets.megatron_bridge.recipes import RECIPES
+
+    fields = config_fields()
+    assert {r.function for r in RECIPES.values()} == set(fields.recipes)
+    assert len(fields.classes["GPTModelProvider"]["fields"]) > 300
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b-16xh100", "qwen3-235b-a22b-256xh100", "deepseek-v3-256xgb200",
+                                  "llama-3.1-70b-32xh100"])
+def test_compiled_override_sets_use_only_known_keys(name: str) -> None:
+    """The compiler never writes a key its validator refuses (YAML and Hydra forms)."""
+    result = compile_megatron(EXAMPLES / f"{name}.yaml")
+    assert check_keys(flat_overrides(result.recipe), result.recipe_function, hydra=False) == []
+    assert check_keys(flat_overrides(list(result.hydra)), result.recipe_function, hydra=True) == []
+
+
+@pytest.mark.parametrize(("suffix", "text", "where"), [
+    (".yaml", "# recipe: qwen3_30b_a3b_pretrain_config\n# world: 2 x 8\nmodel:\n  tensor_model_paralel_size: 2\n"
+              "train:\n  global_batch_size: 1024\n", ":4:3:"),
+    (".txt", "# recipe: qwen3_30b_a3b_pretrain_config\n# world: 2 x 8\ntrain.global_batch_size=1024\n"
+             "model.tensor_model_paralel_size=2\n", ":4:1:"),
+])
+def test_cli_locates_a_typo_and_exits_1(tmp_path: Path, suffix: str, text: str, where: str) -> None:
+    path = tmp_path / f"overrides{suffix}"
+    path.write_text(text, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", str(path), "--target",
+                           "megatron-bridge"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "[mb-unknown-key]" in x)
+    assert f"{path}{where} error [mb-unknown-key] model.tensor_model_paralel_size" in line
+    assert "did you mean 'tensor_model_parallel_size'" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+QNEXT = "qwen3_next_80b_a3b_pretrain_config"  # PP4 EP8, selective recompute of [layernorm, moe, moe_act]
+NEXT_OVERLAP = {**BUILT, "comm_overlap.overlap_moe_expert_parallel_comm": True, "model.pipeline_model_parallel_size": 1}
+# (recipe, world, override set, the error rule it breaks or None): a key the set leaves out keeps the recipe's value
+# (data/megatron_bridge/config_fields.json), as it does in Megatron-Bridge (tests/test_mbridge_fields_oracle.py).
+RECIPE_VALUE_CASES: list[tuple[str, int, dict[str, Any], str | None]] = [
+    (Q30, 16, {"model.tensor_model_parallel_size": 2}, None),  # the recipe's GBS 1024 and EP16 fit 16 GPUs
+    (Q30, 8, {"model.tensor_model_parallel_size": 2}, "mb-expert-world-divisible"),  # its EP16 does not fit 8
+    (QNEXT, 8, NEXT_OVERLAP, "mb-ep-overlap-moe-recompute"),  # its recompute_modules hold moe
+    (QNEXT, 8, {**NEXT_OVERLAP, "model.recompute_modules": ["moe_act"]}, None),
+]
+
+
+@pytest.mark.parametrize(("recipe", "world", "flat", "rule"), RECIPE_VALUE_CASES)
+def test_keys_left_out_keep_the_recipes_values(recipe: str, world: int, flat: dict[str, Any], rule: str | None) -> None:
+    report = validate_recipe(nested(flat), world_size=world, target="megatron-bridge", recipe_function=recipe)
+    assert [f.rule for f in report.errors] == ([rule] if rule else [])
