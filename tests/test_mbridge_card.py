@@ -40,12 +40,12 @@ def test_the_qwen3_30b_16_h100_card_layout_is_compiled() -> None:
 
 
 def test_compiled_layouts_stay_within_the_published_band_on_most_rows() -> None:
-    """Predicted against published TFLOP/s, within the cross-validated band on at least 6 of the 10 rows
+    """Predicted against published TFLOP/s, within the cross-validated band on at least 9 of the 10 rows
     that publish a figure (the README names those outside and why)."""
     lines = compiled_table()[2:]
     published = [line for line, row in zip(lines, ROWS, strict=True) if row.published]
     assert len(published) == 10
-    assert sum("(within)" in line for line in published) >= 6
+    assert sum("(within)" in line for line in published) >= 9
 
 
 def test_the_card_s_deepseek_layouts_fit_with_narrow_module_recompute() -> None:

@@ -209,7 +209,16 @@ def ep_overlap_blockers(model: ModelSpec, layout: Layout, s: MegatronSettings) -
 
 
 def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str, str]]:
-    """The settings written for `layout`, and the reason for each (keys: MegatronSettings / Layout fields)."""
+    """The settings written for `layout`, and the reason for each (keys: MegatronSettings / Layout fields).
+
+    The planner asks twice per layout (its rules, then its estimate), and the recompute ladder inside costs
+    a memory estimate per module set: the answer is kept for the last layouts asked about."""
+    settings, why = _decided(problem, layout)
+    return settings, dict(why)
+
+
+@lru_cache(maxsize=4096)
+def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str, str]]:
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
     recipe = recipe_for(model, problem.training.task)
