@@ -322,9 +322,7 @@ class Enumerator:
 
         AutoModel runs selective checkpointing with fsdp2 and ddp only (R5: a pin asking for it elsewhere is
         left to that rule), and MegatronFSDP skips any checkpointing when world > 1 (automodel.md §3.3)."""
-        natural = ("off",) if self.W > 1 else ("full", "off")
-        if strategy != "megatron_fsdp":
-            natural = AC_MODES
+        natural = AC_MODES if strategy != "megatron_fsdp" else ("off",) if self.W > 1 else ("full", "off")
         allowed = _pinned(self.p.pins.activation_checkpointing, natural)
         return sorted(allowed, key=AC_MODES.index)
 

@@ -446,8 +446,6 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             gather = 0.0
         elif keep_gathered:
             gather = (gathered_dense + gathered_experts) * BF16
-            if deferred:  # unsharded gradients accumulated over micro batches (the distributed optimizer's
-                grads += 0.0 if persistent else trained_unsharded * reduce_bytes  # buffer: `model_states`)
         else:
             layer_w = max(
                 shape.dense_layer_params / tp if dense_n else 0,
@@ -458,10 +456,10 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             gather = (2 * layer_w + (head / tp if has_head else 0.0)) * BF16 if gathered_dense else 0.0
             if ep > 1:
                 gather += gathered_experts * BF16
-            if deferred:  # resharded weights, but every layer's unsharded gradients accumulated until the sync
-                grads += 0.0 if persistent else trained_unsharded * reduce_bytes
-            elif trained_unsharded and not peft:
+            if not deferred and trained_unsharded and not peft:
                 grads += layer_w * reduce_bytes  # one layer's gradients waiting for reduce-scatter
+        if deferred and not persistent:  # every layer's unsharded gradients, accumulated until the sync (DDP
+            grads += trained_unsharded * reduce_bytes  # has none; the distributed optimizer's buffer: `model_states`)
 
         # activations of the micro-batch chunks in flight
         layers = dense_n + moe_n

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache
 
 from automodel_dist.cost import memory, throughput
 from automodel_dist.cost.estimate import Estimate
@@ -56,10 +57,16 @@ def option_choices(problem: Problem, layout: Layout) -> tuple[RecipeOptions, ...
     A base recipe's other settings (`problem.recipe_options`) stay as it has them; the compiler owns
     `defer_fsdp_grad_sync` and writes its choice over the base's.
     """
-    base = replace(problem.recipe_options or AUTOMODEL_DEFAULTS, defer_grad_sync=True)
+    deferred, every_micro_batch = _sync_choices(problem.recipe_options or AUTOMODEL_DEFAULTS)
     if layout.strategy != "fsdp2" or layout.pp > 1 or layout.grad_accumulation <= 1:
-        return (base,)
-    return base, replace(base, defer_grad_sync=False)
+        return (deferred,)
+    return deferred, every_micro_batch
+
+
+@lru_cache(maxsize=64)
+def _sync_choices(options: RecipeOptions) -> tuple[RecipeOptions, RecipeOptions]:
+    """`options` with the deferred gradient sync on, and off: built once per base, not per layout judged."""
+    return replace(options, defer_grad_sync=True), replace(options, defer_grad_sync=False)
 
 
 def planned_options(problem: Problem, layout: Layout) -> RecipeOptions:

@@ -19,6 +19,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.memory import BF16
 from automodel_dist.cost.model import planned_options
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
@@ -119,7 +120,7 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
         d.put("sequence_parallel", layout.sequence_parallel, _sp_reason(layout, model.is_moe))
         options = planned_options(problem, layout)
         if not options.defer_grad_sync:
-            grads = "bf16" if options.reduce_bytes == 2 else "fp32"
+            grads = "bf16" if options.reduce_bytes == BF16 else "fp32"
             d.put("defer_fsdp_grad_sync", False, "reduce-scatter every micro batch: a deferred sync would keep "
                   f"unsharded {grads} gradients of every layer and not fit (AutoModel's 70B recipes do the same)")
     _put_ac(problem, d, layout)

@@ -79,7 +79,6 @@ def recompute_candidates(model: ModelSpec) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=4096)
 def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...], str]:
     """The narrowest module set that fits, and why (megatron-bridge.md §10: narrowest first, one label at a
     time). Labels join in the order of the peak memory each frees per second of forward it replays
