@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.cost.host import graphed_modules
+
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
 AUTOMODEL_CI = "NVIDIA-NeMo/Automodel examples/llm_benchmark (benchmark recipes run in CI on 32 H100 nodes)"
 TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
@@ -86,6 +88,7 @@ class CalibrationRow:
     checkpointing: str = "none"  # none | full | selective (torchtitan's op-level policy; Megatron's modules) | auto
     recompute_modules: tuple[str, ...] = ()  # Megatron's selective recompute modules (MCore labels)
     ep_overlap: bool = True  # Megatron's overlap_moe_expert_parallel_comm (RecipeOptions.ep_overlap)
+    cuda_graphs: tuple[str, ...] = ()  # what the run captures in CUDA graphs (RecipeOptions.cuda_graphs)
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
@@ -435,6 +438,7 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
         peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
         checkpointing=checkpointing, recompute_modules=modules, ep_overlap=r["ep_overlap"] != "false",
+        cuda_graphs=graphed_modules(r["cuda_graph_impl"], r["cuda_graph_scope"].split("+")),
         master_weights="fp32", async_tp=tp > 1, framework="megatron",
         # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
         # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes

@@ -20,6 +20,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.cost.host import graphed_modules
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
@@ -283,12 +284,14 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, and
-    the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    the FP8 recipe the precision choice writes, and the CUDA graphs the settings capture (as
+    benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
                          fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise",
-                         recompute_modules=recomputed_modules(s))
+                         recompute_modules=recomputed_modules(s),
+                         cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope))
 
 
 def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
