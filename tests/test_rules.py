@@ -93,6 +93,9 @@ LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-mfsdp-moe", lay(strategy="megatron_fsdp"), lay(strategy="megatron_fsdp"),
      {"model": QWEN3_MOE, "good_model": LLAMA_8B}),
     ("am-r26-ep-divides-experts", lay(64, ep=64), lay(64, ep=32), {"model": GPT_OSS}),
+    # gpt-oss's 2880-wide hidden and experts: 128 expert data-parallel ranks split them unevenly, 64 evenly
+    ("am-expert-shard-even", lay(256, ep=2, global_batch_size=256), lay(256, ep=4, global_batch_size=256),
+     {"model": GPT_OSS}),
     ("pp-vpp-whole-layers", lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=7, local_batch_size=32),
      lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=32), {"model": LLAMA_8B}),
     ("cp-seq-padded", lay(cp=2), lay(cp=2), {"training": TrainingSpec(seq_length=4098),
