@@ -183,7 +183,10 @@ class _Worker:
         """The recipe's ConfigContainer as field names: {"root": its fields, "classes": {class: {"target": module
         path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}, "required": the fields
         without a default}}} for every dataclass reached from it, and "values": the recipe's value at each dotted
-        path of `read` that it holds (a section it leaves None holds none) as JSON carries it."""
+        path of `read` that it holds (a section it leaves None holds none) as JSON carries it; "hydra": the config
+        Megatron-Bridge lets Hydra override (`create_omegaconf_dict_config`): the fields it leaves out ("excluded":
+        callables and objects OmegaConf cannot hold, e.g. a LoRA `peft`) and its leaves that are None ("unset",
+        where a `+key=value` appends rather than refusing "An item is already at ...")."""
         import dataclasses
 
         classes: dict[str, dict[str, Any]] = {}
@@ -204,6 +207,11 @@ class _Worker:
             return fields
 
         cfg = self.base(recipe)
+        from megatron.bridge.training.utils.omegaconf_utils import create_omegaconf_dict_config
+        from omegaconf import OmegaConf
+
+        tree, excluded = create_omegaconf_dict_config(cfg)  # what Hydra's overrides apply to
+        unset = [path for path, value in _leaves(OmegaConf.to_container(tree)) if value is None]
         values = {}
         for path in read:
             value: Any = cfg
@@ -213,7 +221,8 @@ class _Worker:
                 values[path] = list(value)
             elif isinstance(value, (bool, int, float, str, type(None))):
                 values[path] = value
-        return {"root": walk(cfg), "classes": classes, "values": values}
+        hydra = {"excluded": sorted(path.removeprefix("root.") for path in excluded), "unset": sorted(unset)}
+        return {"root": walk(cfg), "classes": classes, "values": values, "hydra": hydra}
 
     def base(self, recipe: str) -> Any:
         import copy
@@ -270,6 +279,15 @@ class _Worker:
 
 
 _ABSENT = object()  # a path the recipe's config does not reach
+
+
+def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every leaf of a nested mapping."""
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        out += _leaves(value, path + ".") if isinstance(value, dict) else [(path, value)]
+    return out
 
 
 def _read(cfg: Any, dotted: str) -> Any:

@@ -6,7 +6,9 @@
    valid neighbour is accepted with its value applied;
 3. override sets that leave keys to the recipe: our verdict, on the recipe's recorded values, is Megatron's;
 4. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
-   Megatron-Bridge's own setup and validation accept with EP overlap on (both forms).
+   Megatron-Bridge's own setup and validation accept with EP overlap on (both forms);
+5. Hydra's `+` (tests/test_mbridge_keys.py's append cases): a list our rules refuse, Megatron-Bridge's parser refuses
+   in the words we quote, and the valid neighbour passes its whole validation.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from mbridge_oracle import Oracle, available
-from test_mbridge_keys import BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
+from test_mbridge_keys import APPEND_CASES, BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
 from test_mbridge_oracle import DEVICES
 
 from automodel_dist import validate_recipe
@@ -123,3 +125,22 @@ def test_keys_left_out_are_judged_at_the_recipes_values(oracle: Oracle, tmp_path
     for mine, theirs in zip(ours, verdicts, strict=True):
         assert bool(mine) != theirs["ok"], (mine, theirs)
         assert not mine or any(" ".join(m.split())[:50] in theirs["error"] for m in mine), (mine, theirs)
+
+
+def test_hydra_append_cases_agree_with_megatron(oracle: Oracle) -> None:
+    cases, ours = [], []
+    for _, bad, good, recipe, world in APPEND_CASES:
+        for items in (bad, good):
+            cases.append({"recipe": recipe, "world_size": world, "overrides": items, "gpu": H100})
+            report = validate_recipe(items, world_size=world, target="megatron-bridge", recipe_function=recipe)
+            ours.append([f.message for f in report.errors])
+    verdicts = oracle.judge(cases)
+    wrong = []
+    for mine, theirs in zip(ours, verdicts, strict=True):
+        hydra_words = [m.rsplit(" (", 1)[0] if m.endswith(")") else m for m in mine]  # ours adds why in ( )
+        agree = (theirs["ok"] and not mine) or (not theirs["ok"] and bool(mine) and all(
+            theirs["error"] == f"OverridesError: Failed to parse Hydra overrides: {words}" for words in hydra_words))
+        if not agree:
+            wrong.append((mine, theirs))
+    print(f"\nHydra append cases: {len(cases)} lists, {len(cases) - len(wrong)} agree")
+    assert wrong == [], wrong

@@ -46,16 +46,17 @@ from automodel_dist.targets.megatron_bridge.fields import config_fields as recip
 from automodel_dist.targets.megatron_bridge.fields import recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import (
+    HydraOverride,
     flat_overrides,
     hydra_file,
-    hydra_key,
     megatron_layout,
     parse_overrides,
+    read_hydra,
 )
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
-from automodel_dist.targets.megatron_bridge.rules import check_keys, check_overrides, check_sbatch
+from automodel_dist.targets.megatron_bridge.rules import check_appends, check_keys, check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import read_sbatch
 from automodel_dist.verify.groups import MeshPlan
@@ -241,15 +242,18 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                          hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
-    override, flat, hydra, locate, filename = _read_overrides(source, world_size, recipe_values(recipe))
+    read = _read_overrides(source, world_size, recipe_values(recipe))
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    findings = check_keys(flat, recipe if recipe in recipe_fields().recipes else None, hydra=hydra)
-    findings += check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    known = recipe if recipe in recipe_fields().recipes else None
+    findings = check_keys(read.flat, known, hydra=read.hydra is not None)
+    if read.hydra is not None:
+        findings += check_appends(read.hydra, known, read.lines)
+    findings += check_overrides(read.override, model=spec, cluster=cluster, task=recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)
@@ -259,20 +263,31 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
                                           path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
-    return Report(findings=locate(findings), source=filename)
+    return Report(findings=read.locate(findings), source=read.filename)
 
 
 Locator = Callable[[list[Finding]], list[Finding]]
 
 
-def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
-                    ) -> tuple[OverrideSet, dict[str, Any], bool, Locator, str]:
-    """The override set on the recipe's values `base`, its own {dotted key: value}, whether it is a Hydra list,
+@dataclass(frozen=True)
+class ReadOverrides:
+    """An override set as validate reads it: the set on the recipe's values, its own {dotted key: value}, its
+    Hydra items in order (None: a YAML file or mapping) with each one's line in its file (none for an API list),
     what places its findings at their lines, and the name of the file it came from."""
+
+    override: OverrideSet
+    flat: dict[str, Any]
+    hydra: list[HydraOverride] | None
+    lines: list[int] | None
+    locate: Locator
+    filename: str
+
+
+def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> ReadOverrides:
     if isinstance(source, Sequence) and not isinstance(source, str):
         items = _hydra_list(source)
-        return (parse_overrides(items, world_size=world_size, base=base), flat_overrides(items), True, list,
-                "<overrides>")
+        return ReadOverrides(parse_overrides(items, world_size=world_size, base=base), flat_overrides(items),
+                             read_hydra(items), None, list, "<overrides>")
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
@@ -281,7 +296,9 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
         else:
-            line_of = {hydra_key(item): number for number, item in lines}  # the last of a repeated key wins
+            numbers, items = [number for number, _ in lines], [item for _, item in lines]
+            hydra = read_hydra(items)
+            line_of = {item.key: number for number, item in zip(numbers, hydra, strict=True)}  # the last one wins
 
             def where(path: str) -> str:
                 return f"{filename}:{line_of[path]}:1" if path in line_of else filename
@@ -290,14 +307,13 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
                 return [f.located(line_of[f.path], 1) if f.line is None and f.path in line_of else f
                         for f in findings]
 
-            items = [item for _, item in lines]
             override = parse_overrides(items, world_size=world_size, where=where, base=base)
-            return override, flat_overrides(items), True, locate, filename
+            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename)
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
-    return (parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), False,
-            lambda findings: locate_all(doc, findings), doc.filename)
+    return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
+                         lambda findings: locate_all(doc, findings), doc.filename)
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from automodel_dist import limits
@@ -38,7 +39,7 @@ SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WO
                **dict.fromkeys(("seq_length", "packed_sequence_size", "pad_seq_to_mult"), limits.SEQ_LENGTH),
                **dict.fromkeys(("peft_dim", "peft_alpha"), limits.WIDTH),
                **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
-_HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
+_HYDRA = re.compile(r"^(?P<prefix>\+{0,2})(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -76,23 +77,33 @@ def hydra_scalar(text: str) -> Any:
         return text
 
 
-def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[str, Any]:
-    """A `key=value` list as a flat {dotted key: value} (the last of a repeated key wins, as in Hydra)."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class HydraOverride:
+    """One `[+|++]key=value` item as written: Hydra's prefix ("+" appends a key the config lacks, "++" adds or
+    overrides, none overrides a key the config has), the dotted key, the value, and the item's text."""
+
+    prefix: str
+    key: str
+    value: Any
+    text: str
+
+
+def read_hydra(overrides: Sequence[str], where: str = "overrides") -> list[HydraOverride]:
+    """Each item of a `key=value` list, in order; one that is not `[+|++]key=value` is an InputError."""
+    out = []
     for i, item in enumerate(overrides):
-        match = _HYDRA.match(item.strip())
+        text = item.strip()
+        match = _HYDRA.match(text)
         if not match:
             raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]",
                              hint="write key=value, e.g. model.tensor_model_parallel_size=2")
-        out[match["key"]] = hydra_scalar(match["value"])
+        out.append(HydraOverride(match["prefix"], match["key"], hydra_scalar(match["value"]), text))
     return out
 
 
-def hydra_key(item: str) -> str:
-    """The dotted key of one `[+]key=value` override (the caller has matched it)."""
-    match = _HYDRA.match(item.strip())
-    assert match is not None
-    return match["key"]
+def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[str, Any]:
+    """A `key=value` list as a flat {dotted key: value} (the last of a repeated key wins, as in Hydra)."""
+    return {item.key: item.value for item in read_hydra(overrides, where)}
 
 
 def _typed(key: Key, value: Any, where: str) -> Any:

@@ -14,10 +14,10 @@ at least 2.12 (the version the skills' graph + delayed-wgrad rules ask for), so 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import capability_major, ep_group_in_domain
@@ -26,7 +26,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.rules import launch
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
-from automodel_dist.targets.megatron_bridge.fields import key_problems
+from automodel_dist.targets.megatron_bridge.fields import append_problems, key_problems
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_IMPLS,
@@ -36,6 +36,9 @@ from automodel_dist.targets.megatron_bridge.overrides import (
     MegatronSettings,
     OverrideSet,
 )
+
+if TYPE_CHECKING:
+    from automodel_dist.targets.megatron_bridge.parse import HydraOverride
 
 TARGET = "megatron-bridge"
 
@@ -153,6 +156,12 @@ SECTION_MISSING = _rule("mb-section-missing", ERROR, "",
                         "it (_target_)")
 TARGET_REQUIRED = _rule("mb-target-required", ERROR, "",
                         "a section built with _target_ must give the fields its class has no default for")
+APPEND_MISSING = _rule("mb-hydra-append-missing", ERROR, "",
+                      "in a Hydra list, a key the config Megatron-Bridge hands Hydra lacks is appended with + (the "
+                      "LoRA keys, a comm_overlap the list builds): without it Hydra refuses the list")
+APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
+                       "in a Hydra list, + appends only where the key holds nothing: on a key with a value Hydra "
+                       "refuses the list (write it without +, or ++ to add or override)")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
                         "PEFT needs the pretrained checkpoint its adapters train on")
 
@@ -606,6 +615,27 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
                       f"skips it ({skipped})" if hydra else f"it trains without it ({skipped})")
             out.append(UNKNOWN_KEY.finding(f"{p.owner} has no field {p.field!r}; Megatron-Bridge: {theirs}",
                                            path=p.path, hint=p.hint))
+    return out
+
+
+def check_appends(items: Sequence[HydraOverride], recipe: str | None,
+                  lines: Sequence[int] | None = None) -> list[Finding]:
+    """A finding per item of a Hydra list whose `+` Hydra refuses (fields.append_problems), in Hydra's words;
+    `lines`: each item's line in its file (a repeated key is placed at the item Hydra refuses)."""
+    out = []
+    for p in append_problems([(item.prefix, item.key, item.value) for item in items], recipe):
+        text = items[p.index].text
+        if p.missing:
+            finding = APPEND_MISSING.finding(
+                f"Could not override '{p.path}'. To append to your config use +{text} ({p.why})",
+                path=p.path, hint=f"write +{text}")
+        else:
+            bare = text.lstrip("+")
+            finding = APPEND_PRESENT.finding(
+                f"Could not append to config. An item is already at '{p.path}'. Either remove + prefix: '{bare}' Or "
+                f"add a second + to add or override '{p.path}': '++{bare}'",
+                path=p.path, hint=f"write {bare}: the key already holds a value (the recipe's, or an earlier item's)")
+        out.append(finding.located(lines[p.index], 1) if lines else finding)
     return out
 
 
