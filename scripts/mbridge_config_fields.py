@@ -1,6 +1,7 @@
 """Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
-function's ConfigContainer the target knows (recipes.RECIPES), and its values at the keys the target models
-(overrides.KEYS: what an override set that leaves a key out runs with), read from the installed megatron-bridge 0.6.2 by
+function's ConfigContainer the target knows (recipes.RECIPES), its values at the keys the target models
+(overrides.KEYS: what an override set that leaves a key out runs with), what its Hydra overrides see, and the
+fields of every named mixed-precision recipe (fields.PRECISION_FIELDS), read from the installed megatron-bridge 0.6.2 by
 building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
 checks the file against it).
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.output import JSON_MARKER, Output, write_outputs
-from automodel_dist.targets.megatron_bridge.fields import ALL_RECIPES, FIELDS_FILE, SOURCE
+from automodel_dist.targets.megatron_bridge.fields import ALL_RECIPES, FIELDS_FILE, PRECISION_FIELDS, SOURCE
 from automodel_dist.targets.megatron_bridge.overrides import KEYS
 from automodel_dist.targets.megatron_bridge.recipes import RECIPES
 
@@ -59,7 +60,8 @@ def read_installed() -> dict[str, Any]:
     oracle = Oracle()
     try:
         functions = sorted(r.function for r in RECIPES.values())
-        return merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+        data = merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+        return {**data, "precisions": oracle.precisions(list(PRECISION_FIELDS))}
     finally:
         oracle.close()
 

@@ -17,6 +17,7 @@ unguarded `import transformer_engine.pytorch` in megatron-bridge succeed against
 Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overrides": [...], "gpu":
 [name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths]}]}; one answer
 per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value}}]}.
+The data script's requests: {"fields": [recipe functions], "read": [...]} and {"precisions": [fields]}.
 """
 
 from __future__ import annotations
@@ -224,6 +225,14 @@ class _Worker:
         hydra = {"excluded": sorted(path.removeprefix("root.") for path in excluded), "unset": sorted(unset)}
         return {"root": walk(cfg), "classes": classes, "values": values, "hydra": hydra}
 
+    def precisions(self, read: list[str]) -> dict[str, dict[str, Any]]:
+        """Every mixed-precision recipe name Megatron-Bridge registers (underscore spelling) with the `read` fields
+        of the MixedPrecisionConfig it returns."""
+        from megatron.bridge.training.mixed_precision import MIXED_PRECISION_RECIPES
+
+        return {name: {field: getattr(make(), field) for field in read}
+                for name, make in sorted(MIXED_PRECISION_RECIPES.items()) if "-" not in name}
+
     def base(self, recipe: str) -> Any:
         import copy
 
@@ -303,6 +312,9 @@ def serve() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        if "precisions" in request:
+            print(json.dumps({"precisions": worker.precisions(request["precisions"])}), flush=True)
+            continue
         if "fields" in request:
             print(json.dumps({"fields": {recipe: worker.fields(recipe, request.get("read", []))
                                          for recipe in request["fields"]}}), flush=True)
@@ -347,6 +359,13 @@ class Oracle:
         self.proc.stdin.write(json.dumps({"fields": recipes, "read": read}) + "\n")
         self.proc.stdin.flush()
         return self._read()["fields"]
+
+    def precisions(self, read: list[str]) -> dict[str, dict[str, Any]]:
+        """The `read` fields of every mixed-precision recipe Megatron-Bridge registers (`_Worker.precisions`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"precisions": read}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()["precisions"]
 
     def close(self) -> None:
         if self.proc.stdin is not None:

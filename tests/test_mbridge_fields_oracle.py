@@ -8,7 +8,9 @@
 4. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
    Megatron-Bridge's own setup and validation accept with EP overlap on (both forms);
 5. Hydra's `+` (tests/test_mbridge_keys.py's append cases): a list our rules refuse, Megatron-Bridge's parser refuses
-   in the words we quote, and the valid neighbour passes its whole validation.
+   in the words we quote, and the valid neighbour passes its whole validation;
+6. the mixed precision an override set runs with (tests/test_mbridge_precision.py's cases: the recipe's own where the
+   set leaves it out) is the MixedPrecisionConfig Megatron-Bridge resolves and copies into its DDP config.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import pytest
 from mbridge_oracle import Oracle, available
 from test_mbridge_keys import APPEND_CASES, BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
 from test_mbridge_oracle import DEVICES
+from test_mbridge_precision import PRECISION_CASES
 
 from automodel_dist import validate_recipe
+from automodel_dist.targets.megatron_bridge.choose import mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
-from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE
+from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, recipe_values
+from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.rules import check_keys
 from automodel_dist.yamlio import dump_yaml
 
@@ -144,3 +149,24 @@ def test_hydra_append_cases_agree_with_megatron(oracle: Oracle) -> None:
             wrong.append((mine, theirs))
     print(f"\nHydra append cases: {len(cases)} lists, {len(cases) - len(wrong)} agree")
     assert wrong == [], wrong
+
+
+def test_mixed_precision_left_out_is_megatrons(oracle: Oracle, tmp_path: Path) -> None:
+    read = ["mixed_precision.fp8", "mixed_precision.fp8_recipe", "mixed_precision.grad_reduce_in_fp32",
+            "ddp.grad_reduce_in_fp32"]
+    cases, ours = [], []
+    for i, (recipe, world, flat, _) in enumerate(PRECISION_CASES):
+        yaml_file = tmp_path / f"precision{i}.yaml"
+        yaml_file.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+        base = {"recipe": recipe, "world_size": world, "gpu": list(DEVICES["b200"]), "read": read}
+        cases += [{**base, "overrides": hydra_list(flat)}, {**base, "overrides": [], "config_file": str(yaml_file)}]
+        mine = mixed_precision(parse_overrides(flat, world_size=world, base=recipe_values(recipe)).settings)
+        ours += [mine, mine]
+    verdicts = oracle.judge(cases)
+    for case, mine, theirs in zip(cases, ours, verdicts, strict=True):
+        assert theirs["ok"], (case, theirs["error"])
+        values = theirs["values"]
+        assert (values["mixed_precision.fp8"], values["mixed_precision.fp8_recipe"],
+                values["mixed_precision.grad_reduce_in_fp32"]) == (mine.fp8, mine.fp8_recipe, mine.grad_reduce_in_fp32)
+        assert values["ddp.grad_reduce_in_fp32"] == mine.grad_reduce_in_fp32, case
+    print(f"\nmixed precision: {len(cases)} override sets (YAML and Hydra) resolve as we read them")

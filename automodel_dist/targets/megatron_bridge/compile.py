@@ -26,15 +26,23 @@ from automodel_dist.compiler import (
 )
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import estimate_layout
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Finding, Report, locate_all
+from automodel_dist.findings import ERROR, Finding, Report, locate_all
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
-from automodel_dist.problem import Problem
+from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.targets import MEGATRON_BRIDGE
-from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, env_vars, layout_dispatcher
+from automodel_dist.targets.megatron_bridge.choose import (
+    cost_options,
+    decide,
+    dispatcher_of,
+    env_vars,
+    layout_dispatcher,
+    mixed_precision,
+)
 from automodel_dist.targets.megatron_bridge.emit import (
     hydra_overrides,
     hydra_value,
@@ -58,7 +66,7 @@ from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import check_appends, check_keys, check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import read_sbatch
+from automodel_dist.validate import memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
 
@@ -254,6 +262,8 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if read.hydra is not None:
         findings += check_appends(read.hydra, known, read.lines)
     findings += check_overrides(read.override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    if spec is not None and cluster is not None and not any(f.severity == ERROR for f in findings):
+        findings += _memory_fit(read.override, spec, cluster, recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)
@@ -261,9 +271,38 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))
     if cluster is None:
-        findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
-                                          path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
+        findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain, memory fit) skipped: "
+                                          "no GPU", path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
     return Report(findings=read.locate(findings), source=read.filename)
+
+
+def override_problem(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> Problem:
+    """The job an override set describes, for the cost model: its sequence length, global batch, packing, LoRA
+    rank and precision (FP8 where its mixed precision turns FP8 on), with no memory headroom."""
+    s, lay = override.settings, override.layout
+    training = TrainingSpec(task=task or "pretrain", seq_length=s.packed_sequence_size or s.seq_length,
+                            global_batch_size=lay.global_batch_size,
+                            packed_sequences=s.packed_sequence_size is not None,
+                            precision="fp8" if mixed_precision(s).fp8 else "bf16",
+                            peft_rank=s.peft_dim if task == "peft" else None)
+    return Problem(model=model, cluster=cluster, training=training, memory_headroom=0.0)
+
+
+def _memory_fit(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> list[Finding]:
+    """Does the override set's estimated peak fit the GPU? (the Megatron cost profile on the set's own settings,
+    the recipe's where the set leaves a key out: its recompute, EP overlap, gradient-buffer dtype, FP8 recipe)."""
+    problem = override_problem(override, model, cluster, task)
+    estimate = estimate_layout(problem, override.layout,
+                               options=cost_options(problem, override.layout, override.settings))
+    if estimate.fits:
+        return []
+    remedies = ["selective recompute (model.recompute_granularity=selective with model.recompute_modules)"] \
+        if override.settings.recompute_granularity is None else []
+    if mixed_precision(override.settings).grad_reduce_in_fp32:
+        remedies.append("a bf16 gradient buffer (mixed_precision.grad_reduce_in_fp32=false, as the performance "
+                        "recipes run)")
+    remedies.append("shard more (TP, PP, CP, EP); `automodel-dist compile --target megatron-bridge` searches these")
+    return [memory_fit_finding(estimate, cluster.gpu, remedies, path="")]
 
 
 Locator = Callable[[list[Finding]], list[Finding]]

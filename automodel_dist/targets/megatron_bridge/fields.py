@@ -32,6 +32,9 @@ SOURCE = ("dataclasses.fields of each recipe function's ConfigContainer and of e
 TARGET = "_target_"  # a mapping with it is instantiated (megatron.bridge.utils.instantiate_utils.instantiate)
 ANY = "*"  # a field that holds a mapping: any key
 ALL_RECIPES = "*"  # hydra.unset's entry for the None leaves every recipe has
+# The MixedPrecisionConfig fields the target reads (the cost model's FP8 recipe and gradient-buffer dtype), recorded
+# for every named precision recipe (megatron.bridge.training.mixed_precision.MIXED_PRECISION_RECIPES)
+PRECISION_FIELDS = ("fp8", "fp8_recipe", "grad_reduce_in_fp32")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class ConfigFields:
     # what Megatron-Bridge lets Hydra override: {"excluded": {recipe: [fields left out]}, "unset": {recipe or
     # ALL_RECIPES: [None leaves]}}
     hydra: Mapping[str, Mapping[str, Sequence[str]]]
+    precisions: Mapping[str, Mapping[str, Any]]  # {precision recipe name: {PRECISION_FIELDS field: value}}
 
     def root(self, recipe: str | None) -> Mapping[str, str | None]:
         """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
@@ -71,7 +75,14 @@ class ConfigFields:
 @cache
 def config_fields() -> ConfigFields:
     data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
-    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"], hydra=data["hydra"])
+    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"], hydra=data["hydra"],
+                        precisions=data["precisions"])
+
+
+def precision_recipe(name: str) -> Mapping[str, Any] | None:
+    """The PRECISION_FIELDS of a named mixed-precision recipe (Megatron-Bridge takes `-` for `_`), None for a name
+    it does not register."""
+    return config_fields().precisions.get(name.replace("-", "_"))
 
 
 def recipe_values(recipe: str | None) -> Mapping[str, Any]:

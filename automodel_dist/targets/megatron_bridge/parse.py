@@ -27,11 +27,13 @@ INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size"
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
-                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target"})
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target", "grad_reduce_in_fp32",
+                      "fp8", "fp8_recipe"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
-                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective"})
+                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective",
+                         "grad_reduce_in_fp32"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
@@ -188,12 +190,19 @@ def _usable(base: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _kept(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's values an override set leaves in place: not those under a key it sets to a value (a
+    precision recipe's name replaces the recipe's MixedPrecisionConfig object, and its fields with it)."""
+    return {path: value for path, value in base.items() if not any(path.startswith(key + ".") for key in own)}
+
+
 def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
                     where: Callable[[str], str] | None = None, base: Mapping[str, Any] | None = None) -> OverrideSet:
     """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
     `where(dotted key)` places a bad value (a YAML document's keys are placed by the document). `base`: the
     recipe's own values (fields.recipe_values), which a key the set leaves out keeps."""
-    flat = {**_usable(base or {}), **flat_overrides(source)}
+    own = flat_overrides(source)
+    flat = {**_kept(_usable(base or {}), own), **own}
     doc = source if isinstance(source, Document) else None
     locate = where or (doc.where if doc else (lambda path: path))
     layout_values: dict[str, Any] = {}
@@ -207,6 +216,8 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
         if layout_values.get(name, 0) is None:
             layout_values[name] = 1
     settings_values["comm_overlap"] = any(path.startswith("comm_overlap.") for path in flat)
+    if "mixed_precision" not in flat and any(path.startswith("mixed_precision.") for path in flat):
+        settings_values["precision"] = None  # the recipe's MixedPrecisionConfig object, its fields as read
     settings = MegatronSettings(**settings_values)
     moe = "model.moe_token_dispatcher_type" in flat
     layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None
