@@ -142,7 +142,7 @@ def test_hydra_append_cases_agree_with_megatron(oracle: Oracle) -> None:
     verdicts = oracle.judge(cases)
     wrong = []
     for mine, theirs in zip(ours, verdicts, strict=True):
-        hydra_words = [m.rsplit(" (", 1)[0] if m.endswith(")") else m for m in mine]  # ours adds why in ( )
+        hydra_words = [m.split(" (", 1)[0] if m.endswith(")") else m for m in mine]  # ours adds why in ( )
         agree = (theirs["ok"] and not mine) or (not theirs["ok"] and bool(mine) and all(
             theirs["error"] == f"OverridesError: Failed to parse Hydra overrides: {words}" for words in hydra_words))
         if not agree:
