@@ -10,7 +10,9 @@
 5. Hydra's `+` (tests/test_mbridge_keys.py's append cases): a list our rules refuse, Megatron-Bridge's parser refuses
    in the words we quote, and the valid neighbour passes its whole validation;
 6. the mixed precision an override set runs with (tests/test_mbridge_precision.py's cases: the recipe's own where the
-   set leaves it out) is the MixedPrecisionConfig Megatron-Bridge resolves and copies into its DDP config.
+   set leaves it out) is the MixedPrecisionConfig Megatron-Bridge resolves and copies into its DDP config;
+7. values Megatron-Bridge cannot use (a value in a section's place, an unknown precision recipe): refused in both
+   forms, in the words we quote for the Hydra form, and the valid neighbour accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from typing import Any
 
 import pytest
 from mbridge_oracle import Oracle, available
-from test_mbridge_keys import APPEND_CASES, BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
+from test_mbridge_keys import (
+    APPEND_CASES,
+    BAD_RECIPE,
+    KEY_CASES,
+    Q30,
+    RECIPE_VALUE_CASES,
+    VALUE_CASES,
+    hydra_list,
+    nested,
+)
 from test_mbridge_oracle import DEVICES
 from test_mbridge_precision import PRECISION_CASES
 
@@ -170,3 +181,21 @@ def test_mixed_precision_left_out_is_megatrons(oracle: Oracle, tmp_path: Path) -
                 values["mixed_precision.grad_reduce_in_fp32"]) == (mine.fp8, mine.fp8_recipe, mine.grad_reduce_in_fp32)
         assert values["ddp.grad_reduce_in_fp32"] == mine.grad_reduce_in_fp32, case
     print(f"\nmixed precision: {len(cases)} override sets (YAML and Hydra) resolve as we read them")
+
+
+def test_values_megatron_cannot_use_agree(oracle: Oracle, tmp_path: Path) -> None:
+    cases, expect = [], []
+    for i, (bad, _, good) in enumerate(VALUE_CASES):
+        for kind, flat in (("bad", bad), ("good", good)):
+            yaml_file = tmp_path / f"value{i}-{kind}.yaml"
+            yaml_file.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+            base = {"recipe": Q30, "world_size": 16, "gpu": H100}
+            cases += [{**base, "overrides": hydra_list(flat)}, {**base, "overrides": [], "config_file": str(yaml_file)}]
+            report = validate_recipe(nested(flat), world_size=16, target="megatron-bridge", recipe_function=Q30)
+            expect += [(kind, hydra, [f.message for f in report.errors]) for hydra in (True, False)]
+    for (kind, hydra, ours), theirs in zip(expect, oracle.judge(cases), strict=True):
+        assert bool(ours) == (kind == "bad") != theirs["ok"], (ours, theirs)
+        if ours and hydra:  # the YAML form fails on the emulation's own model.* knobs first
+            quoted = [part for m in ours for part in ("'int' object has no attribute", "'NoneType' object has no "
+                      "attribute", m) if part in m]
+            assert any(part in theirs["error"] for part in quoted), (ours, theirs)

@@ -331,7 +331,7 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         doc = load_document(source, what="overrides")
     else:
         text, filename = source_text(source, what="overrides")
-        lines = hydra_file(text)
+        lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
         else:

@@ -106,6 +106,7 @@ class KeyProblem:
     hint: str
     prefix: str  # the key up to that part
     missing_section: bool = False  # the recipe leaves this section None
+    section_value: bool = False  # a value given for a section every recipe holds an object in (`model: 5`)
     missing_required: tuple[str, ...] = ()  # the fields a `_target_` class cannot be built without
 
 
@@ -118,12 +119,14 @@ def _built(fields: ConfigFields, flat: Mapping[str, Any]) -> dict[str, str | Non
 
 def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
     """Every dotted key of `flat` ({dotted key: value}) the recipe's ConfigContainer has no field for, in order.
-    A section the override builds (`<section>._target_: <class>`) takes that class's fields."""
+    A section the override builds (`<section>._target_: <class>`) takes that class's fields; a section every recipe
+    holds an object in takes no value."""
     fields = config_fields()
     built = _built(fields, flat)
+    root = fields.root(recipe)
     out, seen = [], set()
-    for path in flat:
-        problem = _walk(fields, fields.root(recipe), path, built)
+    for path, value in flat.items():
+        problem = _walk(fields, root, path, built) or _section_value(fields, root, path, value)
         if problem is not None and problem.prefix not in seen:  # one finding per unknown section
             seen.add(problem.prefix)
             out.append(problem)
@@ -134,6 +137,17 @@ def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem
             out.append(KeyProblem(f"{section}.{TARGET}", TARGET, cls or "", "add " + ", ".join(
                 f"{section}.{name}" for name in missing), f"{section}.{TARGET}", missing_required=missing))
     return out
+
+
+def _section_value(fields: ConfigFields, root: Mapping[str, str | None], path: str, value: Any) -> KeyProblem | None:
+    """A top-level key every recipe holds a config object in (model, train, ddp ...) given a value: the merge puts the
+    value in the object's place (`'int' object has no attribute 'tensor_model_parallel_size'`). Sections some recipe
+    holds a value in (a precision recipe's name, a None comm_overlap) take values."""
+    classes = {root.get(path) for root in fields.recipes.values()}
+    if "." in path or isinstance(value, Mapping) or None in classes or ANY in classes:
+        return None
+    return KeyProblem(path, path, str(root[path]), f"set fields under it ({path}.<field>: <value>), or remove {path}",
+                      path, section_value=True)
 
 
 def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,

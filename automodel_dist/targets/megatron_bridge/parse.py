@@ -153,18 +153,34 @@ def megatron_layout(world_size: int, *, tp: int = 1, pp: int = 1, vpp: int = 1, 
                   dispatcher=dispatcher)
 
 
-def hydra_file(text: str) -> list[tuple[int, str]] | None:
+# A line written as a Hydra override, well-formed or not: a deletion, or a key and `=` (spaces around it too).
+_HYDRA_LIKE = re.compile(r"^(~|\+{0,2}[A-Za-z_][A-Za-z0-9_.\-]*\s*=)")
+
+
+def hydra_file(text: str, filename: str = "overrides") -> list[tuple[int, str]] | None:
     """(line number, override) of every line of a Hydra override list (`compile --format hydra` writes one;
-    `#` comments and blank lines aside), or None when a line is not `key=value` (the file is YAML)."""
-    items = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not _HYDRA.match(stripped):
-            return None
-        items.append((number, stripped))
-    return items or None
+    `#` comments and blank lines aside), or None when no line is one (the file is YAML). A list with a line
+    that is not `[+|++]key=value` is an InputError at that line."""
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)]
+    lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+    if not any(_HYDRA_LIKE.match(line) for _, line in lines):
+        return None
+    for number, line in lines:
+        if not _HYDRA.match(line):
+            raise InputError(f"not a Hydra override: {line!r}", where=f"{filename}:{number}:1", hint=_misfit(line))
+    return lines or None
+
+
+def _misfit(line: str) -> str:
+    """How to write one line of a Hydra list that is not `[+|++]key=value`."""
+    if line.startswith("~"):
+        return ("remove the line: ~key deletes the key from the config Hydra sees, and Megatron-Bridge then keeps "
+                "the recipe's value")
+    if re.match(r"^\+{0,2}[A-Za-z_][A-Za-z0-9_.]*\s+=", line):
+        fixed = re.sub(r"\s*=\s*", "=", line, count=1)
+        return f"no spaces around '=' (Hydra's grammar refuses 'a.b = 2'): write {fixed}"
+    return ("write one [+|++]key=value per line, e.g. model.tensor_model_parallel_size=2 (a file of Hydra items takes "
+            "no YAML lines)")
 
 
 def flat_overrides(source: Document | Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
@@ -191,9 +207,11 @@ def _usable(base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _kept(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
-    """The recipe's values an override set leaves in place: not those under a key it sets to a value (a
-    precision recipe's name replaces the recipe's MixedPrecisionConfig object, and its fields with it)."""
-    return {path: value for path, value in base.items() if not any(path.startswith(key + ".") for key in own)}
+    """The recipe's values an override set leaves in place: not those under a key it sets to a name (a precision
+    recipe's name replaces the recipe's MixedPrecisionConfig object, and its fields with it; any other value in a
+    section's place is the rules' mb-section-value)."""
+    names = [key for key, value in own.items() if isinstance(value, str)]
+    return {path: value for path, value in base.items() if not any(path.startswith(key + ".") for key in names)}
 
 
 def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
