@@ -12,7 +12,8 @@
 6. the mixed precision an override set runs with (tests/test_mbridge_precision.py's cases: the recipe's own where the
    set leaves it out) is the MixedPrecisionConfig Megatron-Bridge resolves and copies into its DDP config;
 7. values Megatron-Bridge cannot use (a value in a section's place, an unknown precision recipe): refused in both
-   forms, in the words we quote for the Hydra form, and the valid neighbour accepted.
+   forms, in the words we quote for the Hydra form, and the valid neighbour accepted; a dotted key in a YAML file
+   (refused by validate as input) is one key to Megatron-Bridge's merge, which trains without its value.
 """
 
 from __future__ import annotations
@@ -199,3 +200,13 @@ def test_values_megatron_cannot_use_agree(oracle: Oracle, tmp_path: Path) -> Non
             quoted = [part for m in ours for part in ("'int' object has no attribute", "'NoneType' object has no "
                       "attribute", m) if part in m]
             assert any(part in theirs["error"] for part in quoted), (ours, theirs)
+
+
+def test_a_dotted_yaml_key_never_reaches_megatrons_config(oracle: Oracle, tmp_path: Path) -> None:
+    dotted, nested_file = tmp_path / "dotted.yaml", tmp_path / "nested.yaml"
+    dotted.write_text("model.tensor_model_parallel_size: 2\n", encoding="utf-8")
+    nested_file.write_text("model:\n  tensor_model_parallel_size: 2\n", encoding="utf-8")
+    base = {"recipe": Q30, "world_size": 16, "gpu": H100, "overrides": [], "read": ["model.tensor_model_parallel_size"]}
+    skipped, applied = oracle.judge([{**base, "config_file": str(dotted)}, {**base, "config_file": str(nested_file)}])
+    assert skipped["ok"] and skipped["values"]["model.tensor_model_parallel_size"] == 1  # the recipe's TP
+    assert applied["ok"] and applied["values"]["model.tensor_model_parallel_size"] == 2

@@ -243,6 +243,8 @@ def test_hydra_warnings_fire_and_neighbours_pass(rule: str, items: list[str], re
     ("no-value.txt", "model.tensor_model_parallel_size=\n", ":1:1:", "expected a positive integer, got ''"),
     ("wrong-type.yaml", "model:\n  tensor_model_parallel_size: two\n", ":2:3:", "expected a positive integer"),
     ("list.yaml", "- model.tensor_model_parallel_size=2\n", ":1:1:", "must be a YAML mapping"),
+    ("dotted.yaml", "train:\n  micro_batch_size: 1\nmodel.tensor_model_parallel_size: 2\n", ":3:1:",
+     "nest it: model: {tensor_model_parallel_size: ...}"),
 ])
 def test_malformed_override_files_are_located_input_errors(tmp_path: Path, name: str, text: str, where: str,
                                                            says: str) -> None:

@@ -68,7 +68,7 @@ from automodel_dist.targets.megatron_bridge.rules import check_appends, check_ke
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
-from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
+from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 
@@ -334,6 +334,7 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
+            refuse_dotted_keys(doc)
         else:
             numbers, items = [number for number, _ in lines], [item for _, item in lines]
             hydra = read_hydra(items)
@@ -353,6 +354,25 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
                          lambda findings: locate_all(doc, findings), doc.filename)
+
+
+def refuse_dotted_keys(doc: Document, data: Any = None, at: tuple[str, ...] = ()) -> None:
+    """A YAML override file nests its keys: Megatron-Bridge's merge (OmegaConf) takes a dotted key
+    (`model.tensor_model_parallel_size: 2`) as one key no config field has, logs that it skips it, and trains
+    without the value. (A mapping given to the API is read with dotted keys as nested ones.)"""
+    data = doc.data if data is None else data
+    if not isinstance(data, Mapping):
+        return
+    for key, value in data.items():
+        path = (*at, str(key))
+        if "." in str(key):
+            parts = [*at, *str(key).split(".")]
+            nested = "".join(f"{part}: {{" for part in parts[:-1]) + f"{parts[-1]}: ..." + "}" * (len(parts) - 1)
+            raise InputError(f"{key!r} is one key to Megatron-Bridge's YAML merge, not a dotted path: it finds no "
+                             f"field {key!r}, skips it ('Key '{key}' in overrides not found in config object ...'), "
+                             "and trains without the value", where=doc.where(path),
+                             hint=f"nest it: {nested} (or use the Hydra key=value form)")
+        refuse_dotted_keys(doc, value, path)
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:

@@ -97,8 +97,7 @@ def read_hydra(overrides: Sequence[str], where: str = "overrides") -> list[Hydra
         text = item.strip()
         match = _HYDRA.match(text)
         if not match:
-            raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]",
-                             hint="write key=value, e.g. model.tensor_model_parallel_size=2")
+            raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]", hint=_misfit(text))
         out.append(HydraOverride(match["prefix"], match["key"], hydra_scalar(match["value"]), text))
     return out
 
