@@ -356,23 +356,25 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
                          lambda findings: locate_all(doc, findings), doc.filename)
 
 
-def refuse_dotted_keys(doc: Document, data: Any = None, at: tuple[str, ...] = ()) -> None:
+def refuse_dotted_keys(doc: Document) -> None:
     """A YAML override file nests its keys: Megatron-Bridge's merge (OmegaConf) takes a dotted key
     (`model.tensor_model_parallel_size: 2`) as one key no config field has, logs that it skips it, and trains
     without the value. (A mapping given to the API is read with dotted keys as nested ones.)"""
-    data = doc.data if data is None else data
-    if not isinstance(data, Mapping):
-        return
-    for key, value in data.items():
-        path = (*at, str(key))
-        if "." in str(key):
-            parts = [*at, *str(key).split(".")]
-            nested = "".join(f"{part}: {{" for part in parts[:-1]) + f"{parts[-1]}: ..." + "}" * (len(parts) - 1)
-            raise InputError(f"{key!r} is one key to Megatron-Bridge's YAML merge, not a dotted path: it finds no "
-                             f"field {key!r}, skips it ('Key '{key}' in overrides not found in config object ...'), "
-                             "and trains without the value", where=doc.where(path),
-                             hint=f"nest it: {nested} (or use the Hydra key=value form)")
-        refuse_dotted_keys(doc, value, path)
+    def walk(data: Any, at: tuple[str, ...]) -> None:
+        if not isinstance(data, Mapping):
+            return
+        for key, value in data.items():
+            path = (*at, str(key))
+            if "." in str(key):
+                parts = [*at, *str(key).split(".")]
+                nested = "".join(f"{part}: {{" for part in parts[:-1]) + f"{parts[-1]}: ..." + "}" * (len(parts) - 1)
+                raise InputError(f"{key!r} is one key to Megatron-Bridge's YAML merge, not a dotted path: it finds "
+                                 f"no field {key!r}, skips it ('Key '{key}' in overrides not found in config object "
+                                 "...'), and trains without the value", where=doc.where(path),
+                                 hint=f"nest it: {nested} (or use the Hydra key=value form)")
+            walk(value, path)
+
+    walk(doc.data, ())
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:
