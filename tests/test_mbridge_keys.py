@@ -275,3 +275,8 @@ def test_a_value_megatron_cannot_use_is_a_finding(bad: dict[str, Any], rule: str
 
 def test_sections_some_recipe_holds_a_value_in_take_one() -> None:
     assert _rules({"mixed_precision": "bf16-mixed", "comm_overlap": None}, Q30) == set()
+
+
+def covered_rules() -> set[str]:
+    """The rules this module's cases trigger (the registry-coverage tests count them)."""
+    return {c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
