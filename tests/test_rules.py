@@ -376,11 +376,11 @@ def test_model_build_rule_fires_and_neighbour_passes(rule: str, bad: Any, good: 
 
 
 def test_every_rule_has_a_case() -> None:
-    from test_mbridge_keys import KEY_CASES
+    from test_mbridge_keys import covered_rules
     from test_mbridge_rules import MB_CASES, SBATCH_CASES
 
     covered = ({c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES} | {c[0] for c in MODEL_CASES}
-               | {c[0] for c in MB_CASES} | {c[0] for c in SBATCH_CASES} | {c[0] for c in KEY_CASES})
+               | {c[0] for c in MB_CASES} | {c[0] for c in SBATCH_CASES} | covered_rules())
     assert set(RULES) - covered == set()
 
 
