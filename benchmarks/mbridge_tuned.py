@@ -8,6 +8,11 @@ the row's model, GPUs, global batch and precision is compiled for the megatron-b
 card's own layout is estimated with the same cost model (pinned). Printed: both layouts and dispatchers,
 the predicted TFLOP/s/GPU of each and the published figure, and the predicted gap between the two
 layouts, which is what `explain --target megatron-bridge` shows for the choice.
+
+The card's TFLOP/s are Megatron-Bridge's own (`num_floating_point_operations`: MTP depths, the padded vocabulary,
+Gated DeltaNet's projections and convolution counted), so the predictions are printed in that convention too:
+predicted tokens/s times Megatron's FLOPs per token (targets/megatron_bridge/flops.py), with the MTP depths the
+override set trains.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from automodel_dist.cost.estimate import Estimate
 from automodel_dist.errors import AutomodelDistError
 from automodel_dist.explain import error_band
 from automodel_dist.intent import load_intent, resolve_intent
+from automodel_dist.layout import Layout
+from automodel_dist.problem import Problem
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned
+from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned, megatron_options
 
 DSV3, Q235, Q30, QNEXT = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B",
                           "Qwen/Qwen3-Next-80B-A3B-Instruct")
@@ -71,6 +80,13 @@ def intent(row: CardRow) -> dict:
                          "precision": row.precision}}
 
 
+def megatron_tflops(problem: Problem, layout: Layout, est: Estimate) -> float:
+    """The estimate's throughput in Megatron-Bridge's TFLOP/s/GPU (its FLOP count, the MTP depths the run trains)."""
+    mtp = megatron_options(problem, layout).mtp_layers
+    per_token = megatron_flops_per_token(problem.model, problem.training.seq_length, mtp_layers=mtp, tp=layout.tp)
+    return est.tokens_per_s_per_gpu * per_token / 1e12
+
+
 def card_layout(row: CardRow) -> str:
     """The card's layout, labelled as explain labels a Megatron layout (Layout.short)."""
     return megatron_layout(row.gpus, tp=row.tp, pp=row.pp, vpp=row.vpp, ep=row.ep, sequence_parallel=row.tp > 1,
@@ -93,15 +109,17 @@ def card_estimate(row: CardRow) -> str:
         if errors:
             return f"breaks {', '.join(errors)}"
         if fits and best is None:
-            best = (est, recompute == "selective")
+            best = (est, layout)
     if best is None:
         return "predicted not to fit"
-    est, recompute = best
-    return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})"
+    est, layout = best
+    recompute = layout.activation_checkpointing == "selective"
+    return (f"{megatron_tflops(problem, layout, est):.0f} ({est.memory_gib:.0f} GiB"
+            f"{', recompute:selective' if recompute else ''})")
 
 
-HEADER = ("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU: "
-          "compiled / card layout | Published | Compiled ÷ published | Cross-validated band |",
+HEADER = ("| Model | GPUs | Card layout (dispatcher) | Compiled layout (dispatcher) | Same | Predicted TFLOP/s/GPU "
+          "(Megatron's count): compiled / card layout | Published | Compiled ÷ published | Cross-validated band |",
           "|---|---|---|---|---|---|---|---|---|")
 
 
@@ -116,7 +134,7 @@ def table_row(row: CardRow) -> str:
     dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
     ours = lay.short()
     same = "yes" if (lay.tp, lay.pp, lay.ep, lay.etp) == (row.tp, row.pp, row.ep, 1) else "no"
-    predicted = result.estimate.tflops_per_gpu
+    predicted = megatron_tflops(result.problem, lay, result.estimate)
     published = f"{row.published:g}" if row.published else "remeasure"
     ratio = f"{predicted / row.published:.2f}" if row.published else "-"
     band = error_band(result)
