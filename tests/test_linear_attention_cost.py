@@ -100,3 +100,14 @@ def test_the_vocabulary_is_padded_to_128_times_tp():
     assert padded_vocab(151936, 1) == 151936
     assert padded_vocab(151936, 8) == 152576
     assert padded_vocab(129280, 2) == 129280
+
+
+def test_gated_deltanet_layers_keep_more_activations_than_softmax_attention():
+    """A Gated DeltaNet layer keeps the convolution's input, q and k twice (normalized, then repeated to the 32
+    value heads), the delta rule's 64-wide solve matrix and the gated norm's tensors: 43,072 TP-split elements per
+    token against 13,312 for Qwen3-Next's softmax attention layer, so its layers keep more than if all were softmax."""
+    spec = resolve_model(QWEN3_NEXT)
+    hybrid = model_shape(spec, TRAINING)
+    as_softmax = model_shape(replace(spec, linear_attention_layers=0), TRAINING)
+    assert hybrid.moe_act_tp - as_softmax.moe_act_tp == pytest.approx((43_072 - 13_312) * 36 / 48)
+    assert hybrid.moe_act_rep == as_softmax.moe_act_rep  # the norm's input and output, as in softmax layers

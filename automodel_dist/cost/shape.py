@@ -148,6 +148,28 @@ def _attention_activation(spec: ModelSpec) -> tuple[float, float]:
     return 2 * h, 2 * q + kv + v_out
 
 
+# flash-linear-attention's chunked delta rule works in chunks of 64 tokens (`chunk_gated_delta_rule`, chunk_size=64)
+DELTA_RULE_CHUNK = 64
+
+
+def _linear_attention_activation(spec: ModelSpec) -> tuple[float, float]:
+    """(replicated, TP-split) activation elements per token one Gated DeltaNet layer keeps for backward.
+
+    Megatron-Core 0.19.2's GatedDeltaNet (ssm/gated_delta_net/gdn.py) with flash-linear-attention's kernels: the
+    fused norm and in-projection keep the norm's input and output (2h); the depthwise convolution keeps its input
+    (q, k, v), the L2 norm its normalized q and k; `chunk_gated_delta_rule` keeps q and k repeated to the value
+    heads, v, its triangular-solve matrix (one chunk-wide row per value head and token), the decay and beta; the
+    gated norm keeps the output gate z and the rule's output, the out-projection the gated norm's output and its
+    transposed copy. Hugging Face's Qwen3-Next layer keeps about the same (the same kernels).
+    """
+    qk = spec.linear_num_key_heads * spec.linear_key_head_dim
+    v = spec.linear_num_value_heads * spec.linear_value_head_dim
+    heads = spec.linear_num_value_heads
+    expanded_qk = 2 * heads * spec.linear_key_head_dim
+    return 2 * spec.hidden_size, ((2 * qk + v) + 2 * qk + expanded_qk + v + heads * DELTA_RULE_CHUNK + 2 * heads
+                                  + 4 * v)
+
+
 def _mla_up_flops(spec: ModelSpec) -> float:
     """MLA's up-projections, the GEMMs `mla_up_proj` recompute replays (Megatron-Core's `qkv_up_proj_and_rope_apply`:
     the q projection from the q latent, or from the hidden state without one, and the kv up-projection)."""
@@ -182,6 +204,11 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     q, kv, v_out = _attention_dims(spec)
 
     att_rep, att_tp = _attention_activation(spec)
+    if spec.linear_attention_layers:  # the layers' average: Gated DeltaNet keeps several times softmax attention's
+        lin_rep, lin_tp = _linear_attention_activation(spec)
+        linear, layers = spec.linear_attention_layers, spec.num_layers
+        att_rep = (att_rep * (layers - linear) + lin_rep * linear) / layers
+        att_tp = (att_tp * (layers - linear) + lin_tp * linear) / layers
     dense_act_rep, dense_act_tp = att_rep + 2 * h, att_tp + 3 * spec.intermediate_size
     k, moe_i = spec.experts_per_token, spec.moe_intermediate_size
     shared_i = spec.shared_expert_intermediate_size * max(spec.num_shared_experts, 0)
