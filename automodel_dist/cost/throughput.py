@@ -1,7 +1,8 @@
 """Step time of one layout, as a breakdown in seconds (pure functions, no torch).
 
 Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
-query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus the
+query/key/value widths, Gated DeltaNet's delta rule at its kernels' measured rate, only the top-k routed experts,
+the MTP depths Megatron trains, 4 instead of 6 for LoRA's frozen base) plus the
 forward activation checkpointing replays (all of it under full checkpointing; under AutoModel's selective, half
 the GEMMs and the elementwise ops, no attention: `replayed_forward`; under Megatron's selective, what its
 `recompute_modules` replay: `module_replay`), over the GPU's peak times an achievable
