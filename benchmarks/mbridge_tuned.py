@@ -99,9 +99,10 @@ def card_layout(row: CardRow) -> str:
                            global_batch_size=row.gbs, micro_batch_size=row.mbs).short()
 
 
-def card_estimate(row: CardRow) -> tuple[str, float | None]:
-    """The card's layout under the same rules and cost model (the cheaper of no recompute and selective), with
-    the EP overlap the card's recipe states: the text column 6 prints and the predicted TFLOP/s (None: no estimate)."""
+def card_pinned(row: CardRow) -> tuple[Estimate, Layout] | str:
+    """The card's layout under the same rules and cost model, with the EP overlap the card's recipe states: its
+    estimate without recompute if that fits, else with selective recompute (and the layout it took), or why it
+    cannot run."""
     problem = resolve_intent(load_intent(intent(row)))
     best = None
     for recompute in ("off", "selective"):
@@ -117,13 +118,20 @@ def card_estimate(row: CardRow) -> tuple[str, float | None]:
         est = estimate_layout(problem, layout, options=options)
         fits = est.memory_gib <= problem.cluster.gpu.hbm_gib * (1 - problem.memory_headroom)
         if errors:
-            return f"breaks {', '.join(errors)}", None
+            return f"breaks {', '.join(errors)}"
         if fits and best is None:
             best = (est, layout)
-    if best is None:
-        return "predicted not to fit", None
-    est, layout = best
+    return best or "predicted not to fit"
+
+
+def card_estimate(row: CardRow) -> tuple[str, float | None]:
+    """`card_pinned` as the table prints it, and its predicted TFLOP/s in Megatron's count (None: no estimate)."""
+    pinned = card_pinned(row)
+    if isinstance(pinned, str):
+        return pinned, None
+    est, layout = pinned
     recompute = layout.activation_checkpointing == "selective"
+    problem = resolve_intent(load_intent(intent(row)))
     tflops = megatron_tflops(problem, layout, est)
     return f"{tflops:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})", tflops
 
