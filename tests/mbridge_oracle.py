@@ -15,8 +15,9 @@ unguarded `import transformer_engine.pytorch` in megatron-bridge succeed against
 (it copies no package code).
 
 Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overrides": [...], "gpu":
-[name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths]}]}; one answer
-per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value}}]}.
+[name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths], "flops": true}]}; one
+answer per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value,
+"flops": Megatron-Bridge's model FLOPs of one sequence when asked}}]}.
 The data script's requests: {"fields": [recipe functions], "read": [...]} and {"precisions": [fields]}.
 """
 
@@ -284,7 +285,12 @@ class _Worker:
                 dist.destroy_process_group()
         except Exception as exc:  # the verdict: whatever Megatron raises
             return {"ok": False, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-        return {"ok": True, "error": None, "values": {path: _read(cfg, path) for path in case.get("read", ())}}
+        values = {path: _read(cfg, path) for path in case.get("read", ())}
+        if case.get("flops"):  # Megatron-Bridge's model FLOPs of one sequence (what its TFLOP/s/GPU divide)
+            from megatron.bridge.training.utils.flop_utils import num_floating_point_operations
+
+            values["flops"] = float(num_floating_point_operations(cfg, batch_size=1))
+        return {"ok": True, "error": None, "values": values}
 
 
 _ABSENT = object()  # a path the recipe's config does not reach

@@ -257,3 +257,25 @@ def test_yaml_file_passes_megatrons_own_loader(oracle: Oracle, tmp_path: Path) -
         cases.append({"recipe": result.recipe_function, "world_size": result.layout.world_size, "overrides": [],
                       "config_file": str(path), "gpu": list(DEVICES[result.problem.cluster.gpu.name])})
     assert [v["error"] for v in oracle.judge(cases)] == [None, None]
+
+
+def test_megatron_flop_count_is_megatron_bridges_own(oracle: Oracle) -> None:
+    """The card table converts predictions into Megatron-Bridge's TFLOP/s with `megatron_flops_per_token`: on the
+    compiled override set of one card row per model (the recipe's MTP depth, the padded vocabulary, Gated
+    DeltaNet), it equals Megatron-Bridge's own `num_floating_point_operations` over the sequence's tokens."""
+    from mbridge_tuned import ROWS, intent
+
+    from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token
+    from automodel_dist.targets.megatron_bridge.plan import megatron_options
+
+    rows = {row.model: row for row in ROWS if (row.gpu, row.gpus) != ("h100-80gb", 1024)}.values()
+    results = [compile_megatron(intent(row)) for row in rows]
+    cases = [{"recipe": r.recipe_function, "world_size": r.layout.world_size, "overrides": list(r.hydra),
+              "gpu": list(DEVICES[r.problem.cluster.gpu.name]), "flops": True} for r in results]
+    verdicts = oracle.judge(cases)
+    assert [v["error"] for v in verdicts] == [None] * len(cases)
+    for result, verdict in zip(results, verdicts, strict=True):
+        seq = result.problem.training.seq_length
+        ours = megatron_flops_per_token(result.problem.model, seq, tp=result.layout.tp,
+                                        mtp_layers=megatron_options(result.problem, result.layout).mtp_layers)
+        assert ours * seq == pytest.approx(verdict["values"]["flops"], rel=1e-9), result.recipe_function

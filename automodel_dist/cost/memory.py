@@ -203,6 +203,8 @@ class RecipeOptions:
     (none: MCore's `[]`) instead of AutoModel's op-level policy. `cuda_graphs`: what the run captures in CUDA
     graphs (`host.graphed_modules`: () none, ("full_iteration",) whole layers or iterations, else the scopes, e.g.
     AutoModel's `backend.cuda_graph.modules` or Megatron's `cuda_graph_scope`): the MoE host time it removes.
+    `mtp_layers`: multi-token-prediction depths the run trains (Megatron's `mtp_num_layers`; AutoModel trains
+    none): time only, each a copy of the last decoder layer with an output head of its own (`ModelShape.mtp_gemms`).
     """
 
     checkpointing: str | None = None
@@ -222,6 +224,7 @@ class RecipeOptions:
     compiled: bool | None = None
     recompute_modules: tuple[str, ...] = ()
     cuda_graphs: tuple[str, ...] = ()
+    mtp_layers: int = 0
 
     @property
     def reduce_bytes(self) -> int:

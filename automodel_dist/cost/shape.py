@@ -55,7 +55,7 @@ class ModelShape:
     dense_layer_flops: float  # linear layers of one dense layer
     moe_layer_flops: float  # non-expert linear layers of one MoE layer (attention, router, shared)
     moe_expert_flops: float  # top-k routed experts of one MoE layer
-    attention_flops: float  # attention scores of all layers at seq_length (causal; windows; none for linear)
+    attention_flops: float  # softmax attention scores of all layers at seq_length (causal; windows)
     lm_head_flops: float
     # LoRA trains only adapters: no weight gradient for the frozen base, about 4/6 of the FLOPs
     flops_scale: float
@@ -89,6 +89,16 @@ class ModelShape:
     mla_up_flops: float = 0.0  # MLA's q and kv up-projections (6 per weight)
     mlp_flops: float = 0.0  # one dense MLP's linear layers
     shared_flops: float = 0.0  # one MoE layer's shared experts
+    # Gated DeltaNet (Qwen3-Next): the chunked delta rule's state products of all its layers per token, which
+    # flash-linear-attention's kernels run (`throughput.linear_attention_seconds`), and how many layers call them
+    linear_attention_flops: float = 0.0
+    linear_attention_layers: int = 0
+    # One multi-token-prediction depth as Megatron-Core builds it (a copy of the last decoder layer, an MoE layer
+    # with softmax attention here, after the eh projection of [h; h] to h, with an output head of its own): its
+    # linear layers as (FLOPs per token, TP-split width) and its attention scores. Only stacks that train MTP
+    # (`RecipeOptions.mtp_layers`) run it.
+    mtp_gemms: tuple[tuple[float, int], ...] = ()
+    mtp_attention_flops: float = 0.0
 
 
 def _attention_dims(spec: ModelSpec) -> tuple[int, int, int]:
@@ -138,6 +148,28 @@ def _attention_activation(spec: ModelSpec) -> tuple[float, float]:
     return 2 * h, 2 * q + kv + v_out
 
 
+# flash-linear-attention's chunked delta rule works in chunks of 64 tokens (`chunk_gated_delta_rule`, chunk_size=64)
+DELTA_RULE_CHUNK = 64
+
+
+def _linear_attention_activation(spec: ModelSpec) -> tuple[float, float]:
+    """(replicated, TP-split) activation elements per token one Gated DeltaNet layer keeps for backward.
+
+    Megatron-Core 0.19.2's GatedDeltaNet (ssm/gated_delta_net/gdn.py) with flash-linear-attention's kernels: the
+    fused norm and in-projection keep the norm's input and output (2h); the depthwise convolution keeps its input
+    (q, k, v), the L2 norm its normalized q and k; `chunk_gated_delta_rule` keeps q and k repeated to the value
+    heads, v, its triangular-solve matrix (one chunk-wide row per value head and token), the decay and beta; the
+    gated norm keeps the output gate z and the rule's output, the out-projection the gated norm's output and its
+    transposed copy. Hugging Face's Qwen3-Next layer keeps about the same (the same kernels).
+    """
+    qk = spec.linear_num_key_heads * spec.linear_key_head_dim
+    v = spec.linear_num_value_heads * spec.linear_value_head_dim
+    heads = spec.linear_num_value_heads
+    expanded_qk = 2 * heads * spec.linear_key_head_dim
+    return 2 * spec.hidden_size, ((2 * qk + v) + 2 * qk + expanded_qk + v + heads * DELTA_RULE_CHUNK + 2 * heads
+                                  + 4 * v)
+
+
 def _mla_up_flops(spec: ModelSpec) -> float:
     """MLA's up-projections, the GEMMs `mla_up_proj` recompute replays (Megatron-Core's `qkv_up_proj_and_rope_apply`:
     the q projection from the q latent, or from the hidden state without one, and the kv up-projection)."""
@@ -172,6 +204,11 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     q, kv, v_out = _attention_dims(spec)
 
     att_rep, att_tp = _attention_activation(spec)
+    if spec.linear_attention_layers:  # the layers' average: Gated DeltaNet keeps several times softmax attention's
+        lin_rep, lin_tp = _linear_attention_activation(spec)
+        linear, layers = spec.linear_attention_layers, spec.num_layers
+        att_rep = (att_rep * (layers - linear) + lin_rep * linear) / layers
+        att_tp = (att_tp * (layers - linear) + lin_tp * linear) / layers
     dense_act_rep, dense_act_tp = att_rep + 2 * h, att_tp + 3 * spec.intermediate_size
     k, moe_i = spec.experts_per_token, spec.moe_intermediate_size
     shared_i = spec.shared_expert_intermediate_size * max(spec.num_shared_experts, 0)
@@ -195,9 +232,9 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     full_layers = spec.full_attention_layers - spec.sliding_window_layers
     attention_flops = 6.0 * (q + v_out) * (full_layers * seq / 2 + spec.sliding_window_layers * window)
     # Gated DeltaNet's chunked delta rule: per value head four (key x value) state products per token
-    # (K K^T, V K^T, the state update and S q; Megatron-Core's FLOPs formula counts the same), run by the
-    # attention-like kernels, not the GEMMs
-    attention_flops += 6.0 * 4 * spec.linear_attention_layers * spec.linear_num_value_heads * (
+    # (K K^T, V K^T, the state update and S q; Megatron-Core's FLOPs formula counts the same, `gdn_layer_flops`
+    # in Megatron-Bridge's training/utils/flop_utils.py), run by flash-linear-attention's kernels, not the GEMMs
+    linear_attention_flops = 6.0 * 4 * spec.linear_attention_layers * spec.linear_num_value_heads * (
         spec.linear_key_head_dim * spec.linear_value_head_dim)
     linear = 6.0 * pc.attention_per_layer
     dense_layer_flops = linear + 6.0 * pc.dense_mlp_per_layer
@@ -259,4 +296,14 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
         mla_up_flops=_mla_up_flops(spec),
         mlp_flops=6.0 * pc.dense_mlp_per_layer,
         shared_flops=6.0 * pc.shared_per_moe_layer,
+        linear_attention_flops=linear_attention_flops,
+        linear_attention_layers=spec.linear_attention_layers,
+        mtp_gemms=tuple((flops, width) for flops, width in (
+            (6.0 * (pc.full_attention_per_layer + 2 * h * h), q),  # attention projections and the eh projection
+            (6.0 * (0 if spec.is_moe else pc.dense_mlp_per_layer), spec.intermediate_size),
+            (6.0 * pc.shared_per_moe_layer, max(shared_i, 1)),
+            (6.0 * pc.router_per_moe_layer, max(spec.num_routed_experts, 1)),
+            (6.0 * lm_head_weights, spec.vocab_size),
+        ) if flops),
+        mtp_attention_flops=6.0 * (q + v_out) * seq / 2,
     )

@@ -1,7 +1,8 @@
 """Step time of one layout, as a breakdown in seconds (pure functions, no torch).
 
 Compute is the model's FLOPs (6 per weight per token for linear layers, causal attention with the real
-query/key/value widths, only the top-k routed experts, 4 instead of 6 for LoRA's frozen base) plus the
+query/key/value widths, Gated DeltaNet's delta rule at its kernels' measured rate, only the top-k routed experts,
+the MTP depths Megatron trains, 4 instead of 6 for LoRA's frozen base) plus the
 forward activation checkpointing replays (all of it under full checkpointing; under AutoModel's selective, half
 the GEMMs and the elementwise ops, no attention: `replayed_forward`; under Megatron's selective, what its
 `recompute_modules` replay: `module_replay`), over the GPU's peak times an achievable
@@ -92,6 +93,17 @@ TORCH_DISPATCH_EFFICIENCY = 0.25
 FSDP_EXPOSED = 0.05
 # Zero-bubble schedules split the weight-gradient pass to fill most of the bubble (not replayed).
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
+# Gated DeltaNet's chunked delta rule runs flash-linear-attention's Triton kernels (`chunk_gated_delta_rule`,
+# which Megatron-Core's GatedDeltaNet and Hugging Face's Qwen3-Next call), far from a GEMM's rate. Measured forward
+# plus backward on one GB200 (fla-org/flash-linear-attention README.md@bc3b101dcb71, "Benchmarks":
+# `benchmarks.ops.run --op chunk_gdn`, triton do_bench medians; B x T x heads x head dim -> ms):
+# 1x8192x96x128 4.738, 2x16384x16x128 3.616, 4x2048x16x128 2.085, 4x4096x64x128 5.964, 8x1024x8x64 1.974,
+# 8x2048x32x256 8.644. A least-squares line through the six in the FLOPs both the cost model and Megatron count
+# (24 x key dim x value dim per head and token) is a fixed 1.95 ms per call plus 118 TFLOP/s, 0.047 of the GB200's
+# 2,500 TFLOP/s bf16 peak (each shape within 14%). The rate scales with a GPU's bf16 peak; the fixed part (kernel
+# launches, short sequences) does not.
+LINEAR_ATTENTION_PEAK_SHARE = 118.0 / 2500.0
+LINEAR_ATTENTION_CALL_S = 1.95e-3
 
 PARTS = (
     "compute", "recompute", "host", "pipeline_bubble", "tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm",
@@ -109,7 +121,7 @@ def model_flops_per_token(shape: ModelShape) -> float:
     per_token = (
         shape.dense_layers * shape.dense_layer_flops
         + shape.moe_layers * (shape.moe_layer_flops + shape.moe_expert_flops)
-        + shape.attention_flops
+        + shape.attention_flops + shape.linear_attention_flops
         + shape.lm_head_flops
     )
     return per_token * shape.flops_scale
@@ -261,7 +273,7 @@ def _bubble_fraction(layout: Layout, n_micro: int) -> float:
 
 def _layer_work(shape: ModelShape) -> tuple[float, float]:
     """Model FLOPs per token of one dense and one MoE decoder layer, attention included."""
-    attention = shape.attention_flops / max(shape.num_layers, 1)
+    attention = (shape.attention_flops + shape.linear_attention_flops) / max(shape.num_layers, 1)
     return shape.dense_layer_flops + attention, shape.moe_layer_flops + shape.moe_expert_flops + attention
 
 
@@ -291,7 +303,7 @@ def _replay_inputs(shape: ModelShape, layout: Layout, mode: str) -> tuple | None
 
 def _replayed_share(shape: ModelShape, replayed: Replay) -> float:
     """The share of a layer's forward FLOPs that checkpointing replays (attention and GEMMs by their work)."""
-    attention = shape.attention_flops / max(shape.num_layers, 1)
+    attention = (shape.attention_flops + shape.linear_attention_flops) / max(shape.num_layers, 1)
     linear = (shape.dense_layers * shape.dense_layer_flops + shape.moe_layers * (
         shape.moe_layer_flops + shape.moe_expert_flops)) / max(shape.num_layers, 1)
     experts = shape.moe_layers * shape.moe_expert_flops / max(shape.num_layers, 1)
@@ -366,13 +378,13 @@ def attention_efficiency(params: Parameters, shape: ModelShape, options: RecipeO
 
 
 def dense_gemm_seconds(shape: ModelShape, physics: Physics, gpu: GpuSpec, peak: float, mb_tokens: float, tp: int,
-                       fp8_recipe: str | None) -> float:
+                       fp8_recipe: str | None, gemms: tuple[tuple[float, int], ...] | None = None) -> float:
     """Seconds per token of the linear layers outside the routed experts at `peak` FLOP/s: each at the
     efficiency its own TP-split width allows (a TP8 split leaves attention projections 1/8 of the query
     width but the MLP 1/8 of its several times wider FFN), and in FP8 (`fp8_recipe`) at its speed-up less
-    the casts, which cost more the narrower the GEMM."""
+    the casts, which cost more the narrower the GEMM. `gemms` replaces the model's (`shape.dense_gemms`)."""
     seconds = 0.0
-    for flops, width in shape.dense_gemms:
+    for flops, width in shape.dense_gemms if gemms is None else gemms:
         split = width / tp
         gemm = flops / (peak * gemm_efficiency(physics, mb_tokens, split))
         seconds += gemm * fp8_time_factor(physics, gpu, fp8_recipe, split) if fp8_recipe else gemm
@@ -416,20 +428,42 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
     attention_rate = (peak * attention_efficiency(params, shape, options) * block
                       / (block + ATTENTION_BLOCK_TOKENS))
     attention_time = tokens_per_gpu * attention / attention_rate
+    linear_attention_time = linear_attention_seconds(shape, layout, gpu, tokens_per_gpu)
     streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options, params))
                 / hbm_bytes_per_s(gpu))
     imbalance = stage_imbalance(shape, layout)
     gemm_time = tokens_per_gpu * (linear_time + expert_time)
-    compute = (attention_time + gemm_time + streamed) * imbalance
+    if options.mtp_layers:  # each MTP depth: one more MoE (or dense) layer with softmax attention, and a head
+        per_layer_experts = expert_time / shape.moe_layers if shape.moe_layers else 0.0
+        gemm_time += tokens_per_gpu * options.mtp_layers * (per_layer_experts + dense_gemm_seconds(
+            shape, physics, gpu, peak, mb_tokens, tp, options.fp8_recipe if fp8 else None, shape.mtp_gemms) * scale)
+        attention_time += tokens_per_gpu * options.mtp_layers * shape.mtp_attention_flops * scale / attention_rate
+    compute = (attention_time + linear_attention_time + gemm_time + streamed) * imbalance
     # checkpointing replays (part of) the forward: 2 of the 6 FLOPs per weight (2 of 4 for LoRA)
     replayed = replay_of(shape, layout, options)
     # a checkpointed biased expert MLP (`expert_mlp_checkpointed`) replays its grouped GEMMs' forward once more
     expert_replay = tokens_per_gpu * expert_time if expert_mlp_checkpointed(shape, layout, training, options) else 0.0
-    recompute = (replayed.attention * attention_time + expert_replay
+    recompute = (replayed.attention * (attention_time + linear_attention_time) + expert_replay
                  + tokens_per_gpu * (replayed.gemm * linear_time + replayed.expert * expert_time)
                  + replayed.elementwise * streamed) * imbalance * (1.0 / 3.0) / scale
 
     return compute, recompute, attention_time
+
+
+def linear_attention_seconds(shape: ModelShape, layout: Layout, gpu: GpuSpec, tokens_per_gpu: float) -> float:
+    """Seconds per step on one GPU of Gated DeltaNet's chunked delta-rule kernels (forward and backward): its
+    FLOPs at flash-linear-attention's measured rate, plus a fixed time for each call (each linear-attention layer
+    on the GPU's pipeline stage, once per micro batch)."""
+    if not shape.linear_attention_layers:
+        return 0.0
+    calls = shape.linear_attention_layers / (layout.pp or 1) * micro_batches_per_step(layout)
+    return delta_rule_seconds(tokens_per_gpu * shape.linear_attention_flops * shape.flops_scale, calls, gpu)
+
+
+def delta_rule_seconds(flops: float, calls: float, gpu: GpuSpec) -> float:
+    """Forward and backward seconds of `calls` chunked delta-rule kernel calls doing `flops` (counted as Megatron
+    counts them) on `gpu`."""
+    return flops / (gpu.tflops_bf16 * 1e12 * LINEAR_ATTENTION_PEAK_SHARE) + calls * LINEAR_ATTENTION_CALL_S
 
 
 class Replay(NamedTuple):

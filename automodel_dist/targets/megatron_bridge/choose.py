@@ -27,7 +27,12 @@ from automodel_dist.cost.throughput import generation
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
-from automodel_dist.targets.megatron_bridge.fields import PRECISION_FIELDS, config_fields, precision_recipe
+from automodel_dist.targets.megatron_bridge.fields import (
+    PRECISION_FIELDS,
+    config_fields,
+    precision_recipe,
+    recipe_values,
+)
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
@@ -310,16 +315,27 @@ def mixed_precision(s: MegatronSettings) -> MixedPrecision:
 def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
-    overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, and
-    the settings' mixed precision: its FP8 recipe and gradient-buffer dtype, and the CUDA graphs the settings capture
-    (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, the
+    settings' mixed precision (its FP8 recipe and gradient-buffer dtype), the CUDA graphs the settings capture (as
+    benchmarks/calibration_data.py describes Megatron-Bridge rows), and the MTP depths the run trains (the
+    settings', else the recipe function's own `model.mtp_num_layers`)."""
     mp = mixed_precision(s)
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
                          fp8_recipe=COST_FP8_RECIPES.get(mp.fp8_recipe, "tensorwise"),
                          reduce_dtype="float32" if mp.grad_reduce_in_fp32 else "bfloat16",
                          recompute_modules=recomputed_modules(s),
-                         cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope))
+                         cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope),
+                         mtp_layers=trained_mtp_layers(problem, s))
+
+
+def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:
+    """The multi-token-prediction depths the override set trains: its own `mtp_num_layers`, else the recipe
+    function's (Qwen3-Next's pretrain recipe keeps 1, its SFT recipe none: fields data)."""
+    if s.mtp_num_layers is not None:
+        return s.mtp_num_layers
+    recipe = recipe_for(problem.model, problem.training.task)
+    return int(recipe_values(recipe.function if recipe else None).get("model.mtp_num_layers") or 0)
 
 
 def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
