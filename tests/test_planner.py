@@ -407,11 +407,11 @@ def test_bounded_plan_is_the_exhaustive_plan(model: str, gpu: str, nodes: int, s
 @pytest.mark.parametrize("objective", ["throughput", "memory"])
 def test_the_bound_skips_timing_and_keeps_the_plan(objective: str) -> None:
     """On a large space most fitting layouts are counted without being timed, and the plan is unchanged."""
-    from automodel_dist.cost.model import estimate_unless
+    from automodel_dist.cost.model import screen_layout
     from automodel_dist.planner import _default_checker
 
     problem = problem_of(intent(nodes=32, global_batch_size=512, task="pretrain"), objective=objective)
-    bounded = Enumerator(problem, _default_checker(), estimate_layout, False, estimate_unless).run()
+    bounded = Enumerator(problem, _default_checker(), estimate_layout, False, screen_layout).run()
     assert bounded.untimed_fits > len(bounded.fitting)
     assert_bounded_plan_is_exhaustive(problem)
 
@@ -466,7 +466,7 @@ def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]
     """The remedy search skips the variations the memory floor rules out and suggests exactly what searching
     every variation suggests."""
     from automodel_dist import infeasible
-    from automodel_dist.cost.model import cannot_fit, estimate_unless
+    from automodel_dist.cost.model import cannot_fit, screen_layout
     from automodel_dist.planner import _default_checker
 
     problem = problem_of(spec)
@@ -478,7 +478,7 @@ def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]
             return True
         return False
 
-    args = (problem, _default_checker(), estimate_layout, estimate_unless)
+    args = (problem, _default_checker(), estimate_layout, screen_layout)
     assert infeasible.suggestions(*args, hopeless=hopeless) == infeasible.suggestions(*args)
     assert cannot_fit(problem) and skipped
 
