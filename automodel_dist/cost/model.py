@@ -151,26 +151,37 @@ def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> floa
 
 def peak_gib(problem: Problem, layout: Layout, options: RecipeOptions) -> float:
     """The most loaded rank's peak (GiB) under `options`, as the options' stack holds memory."""
-    shape = model_shape(problem.model, problem.training)
+    return _peak_gib(problem, layout, options, model_shape(problem.model, problem.training))
+
+
+def _peak_gib(problem: Problem, layout: Layout, options: RecipeOptions, shape: ModelShape) -> float:
     return sum(framework_memory(memory.memory_breakdown(shape, layout, problem.training,
                                                         nvlink_domain=problem.cluster.nvlink_domain,
                                                         options=options), options).values())
 
 
-def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions,
-                     candidates: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+@lru_cache(maxsize=1024)
+def with_recompute_modules(options: RecipeOptions, modules: tuple[str, ...]) -> RecipeOptions:
+    """`options` recomputing `modules` (cached: the recompute ladder asks for the same few sets for every layout)."""
+    return replace(options, recompute_modules=modules)
+
+
+def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions, candidates: tuple[str, ...],
+                     peaks: dict[tuple[str, ...], float] | None = None) -> tuple[tuple[str, ...], ...]:
     """Megatron's selective-recompute sets to try, narrowest first: `candidates` ranked by the peak memory each
     frees alone per second of forward it replays (cost/recompute.py), then taken cumulatively; a label that
-    frees nothing on the peak is left out."""
+    frees nothing on the peak is left out. `peaks`, when given, receives the peak (GiB) of each set measured on
+    the way (none, and each label alone), for the caller to reuse."""
     shape = model_shape(problem.model, problem.training)
-    base = peak_gib(problem, layout, replace(options, recompute_modules=()))
+    measured = {} if peaks is None else peaks
+    for modules in ((), *((module,) for module in candidates)):
+        measured[modules] = _peak_gib(problem, layout, with_recompute_modules(options, modules), shape)
     scored = []
     for module in candidates:
-        alone = replace(options, recompute_modules=(module,))
-        freed = base - peak_gib(problem, layout, alone)
+        freed = measured[()] - measured[(module,)]
         if freed > 1e-9:
             seconds = throughput.compute_seconds(shape, layout, problem.training, problem.cluster.gpu,
-                                                 options=alone)[1]
+                                                 options=with_recompute_modules(options, (module,)))[1]
             scored.append((-freed / seconds if seconds > 0 else -math.inf, module))
     order = [module for _, module in sorted(scored)]
     return tuple(tuple(order[:i + 1]) for i in range(len(order)))

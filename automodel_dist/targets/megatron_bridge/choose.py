@@ -16,12 +16,11 @@ CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.cost.memory import RecipeOptions
-from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder
+from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder, with_recompute_modules
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
@@ -84,13 +83,20 @@ def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...]
     time). Labels join in the order of the peak memory each frees per second of forward it replays
     (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
     options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective"))
-    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model))
+    peaks: dict[tuple[str, ...], float] = {}  # the ladder's measures: no recompute, and each label alone
+    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model), peaks)
     if not ladder:
         return (), "no module frees memory on the most loaded rank: the matched no-recompute control ([])"
+
+    def peak_of(modules: tuple[str, ...]) -> float:
+        if modules not in peaks:
+            peaks[modules] = peak_gib(problem, layout, with_recompute_modules(options, modules))
+        return peaks[modules]
+
     limit = memory_limit_gib(problem)
-    base = peak_gib(problem, layout, options)
+    base = peak_of(options.recompute_modules)
     for modules in ladder:
-        peak = peak_gib(problem, layout, replace(options, recompute_modules=modules))
+        peak = peak_of(modules)
         if peak <= limit:
             break
     over = peak - limit
