@@ -106,7 +106,8 @@ def _options(row: CalibrationRow, checkpointing: str) -> RecipeOptions:
                          logit_bytes=row.logit_bytes, defer_grad_sync=row.defer_grad_sync,
                          reduce_dtype=row.reduce_dtype, async_tp=row.async_tp, framework=row.framework,
                          fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention,
-                         compiled=row.compiled, ep_overlap=row.ep_overlap, recompute_modules=row.recompute_modules)
+                         compiled=row.compiled, ep_overlap=row.ep_overlap, recompute_modules=row.recompute_modules,
+                         cuda_graphs=row.cuda_graphs)
 
 
 def options(row: CalibrationRow) -> RecipeOptions:

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.cost.host import graphed_modules
+
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
 AUTOMODEL_CI = "NVIDIA-NeMo/Automodel examples/llm_benchmark (benchmark recipes run in CI on 32 H100 nodes)"
 TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
@@ -86,6 +88,7 @@ class CalibrationRow:
     checkpointing: str = "none"  # none | full | selective (torchtitan's op-level policy; Megatron's modules) | auto
     recompute_modules: tuple[str, ...] = ()  # Megatron's selective recompute modules (MCore labels)
     ep_overlap: bool = True  # Megatron's overlap_moe_expert_parallel_comm (RecipeOptions.ep_overlap)
+    cuda_graphs: tuple[str, ...] = ()  # what the run captures in CUDA graphs (RecipeOptions.cuda_graphs)
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
@@ -149,7 +152,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               model: str | dict[str, Any] = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none",
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
-              gpu: str = "h100", notes: str) -> CalibrationRow:
+              gpu: str = "h100", cuda_graphs: tuple[str, ...] = (), notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -158,7 +161,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
-        memory_role="held-out", notes=notes,
+        memory_role="held-out", cuda_graphs=cuda_graphs, notes=notes,
     )
 
 
@@ -280,6 +283,7 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 HybridEP", MB_HW, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "hybridep"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
+              cuda_graphs=graphed_modules("transformer_engine", ("moe_router", "moe_preprocess")),
               notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated"),
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
@@ -435,6 +439,7 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         seq_length=int(r["seq"]), global_batch_size=gbs, task="peft" if r["task"] == "lora" else "pretrain",
         peft_rank=16 if r["task"] == "lora" else None, precision=precision, fp8_recipe=recipe,
         checkpointing=checkpointing, recompute_modules=modules, ep_overlap=r["ep_overlap"] != "false",
+        cuda_graphs=graphed_modules(r["cuda_graph_impl"], r["cuda_graph_scope"].split("+")),
         master_weights="fp32", async_tp=tp > 1, framework="megatron",
         # the performance recipes fuse the loss with TE's parallel cross entropy (perf_recipes/_common.py
         # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from automodel_dist.cost.estimate import Estimate
 from automodel_dist.errors import AutomodelDistError
 from automodel_dist.explain import error_band
 from automodel_dist.intent import load_intent, resolve_intent
@@ -77,8 +78,9 @@ def card_layout(row: CardRow) -> str:
                            global_batch_size=row.gbs, micro_batch_size=row.mbs).short()
 
 
-def card_estimate(row: CardRow) -> str:
-    """The card's layout under the same rules and cost model (the cheaper of no recompute and selective)."""
+def card_pinned(row: CardRow) -> tuple[Estimate, bool] | str:
+    """The card's layout under the same rules and cost model: its estimate without recompute if that fits, else
+    with selective recompute (and whether it took it), or why it cannot run."""
     problem = resolve_intent(load_intent(intent(row)))
     best = None
     for recompute in ("off", "selective"):
@@ -94,9 +96,15 @@ def card_estimate(row: CardRow) -> str:
             return f"breaks {', '.join(errors)}"
         if fits and best is None:
             best = (est, recompute == "selective")
-    if best is None:
-        return "predicted not to fit"
-    est, recompute = best
+    return best or "predicted not to fit"
+
+
+def card_estimate(row: CardRow) -> str:
+    """`card_pinned` as the table prints it."""
+    pinned = card_pinned(row)
+    if isinstance(pinned, str):
+        return pinned
+    est, recompute = pinned
     return f"{est.tflops_per_gpu:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})"
 
 

@@ -97,16 +97,15 @@ def test_cross_validated_errors_are_stored_for_every_measured_row():
     assert set(cv) == {r.name for r in measured}
 
 
-def test_throughput_errors_stay_within_what_the_fit_reached(summary):
-    """Issue targets: 15% cross-validated (all rows and AutoModel rows). Reached: AutoModel rows meet it;
-    all rows do not (MoE families whose kernels differ from the others' are predicted from the others). The
-    Megatron-Bridge rows are evaluated with the recipe conditions their presets state (recompute modules, EP
-    overlap, dispatcher, bf16 gradient reduction), including those the model does not represent (CUDA graphs,
-    offloading), which the fit reached at 9.8% in-sample and 18.7% cross-validated."""
-    assert summary.median_in_sample <= 0.10
+def test_throughput_errors_meet_the_targets(summary):
+    """Issue targets: 15% cross-validated over all rows and over AutoModel rows, held-out AutoModel rows within
+    15%. The Megatron-Bridge rows are evaluated with the recipe conditions their presets state (recompute
+    modules, EP overlap, dispatcher, CUDA graphs, bf16 gradient reduction); the fit reached 8.0% in-sample and
+    14.6% cross-validated once MoE host time and CUDA graphs were modelled (cost/host.py)."""
+    assert summary.median_in_sample <= 0.09
     assert summary.median_cv_automodel <= calibration.THROUGHPUT_TARGET
     assert summary.median_held_out <= calibration.THROUGHPUT_TARGET
-    assert summary.median_cv <= 0.19
+    assert summary.median_cv <= calibration.THROUGHPUT_TARGET
 
 
 def test_pairwise_ordering_of_measured_layouts(results, summary):
@@ -118,11 +117,11 @@ def test_pairwise_ordering_of_measured_layouts(results, summary):
 
 def test_pairwise_ordering_across_releases_stays_where_the_fit_reached(results):
     """Across Megatron-Bridge releases and batch sizes software changes move throughput as much as layouts
-    do (and the stated conditions of each release's runs differ): reported, below the target (74.5% of 212
+    do (and the stated conditions of each release's runs differ): reported, below the target (78.8% of 212
     reached), held from getting worse."""
     broad = calibration.pairs(results, broad=True)
     assert len(broad) >= 200
-    assert sum(calibration.ordered(a, b) for a, b in broad) / len(broad) >= 0.74
+    assert sum(calibration.ordered(a, b) for a, b in broad) / len(broad) >= 0.78
 
 
 def test_pairs_compare_different_layouts_of_the_same_job(results):

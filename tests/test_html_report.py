@@ -111,8 +111,8 @@ def test_explain_html_has_the_four_views_and_the_winners_numbers(tmp_path: Path,
     step = dom.sections["step-time"]
     assert seconds(est.step_time_s) in step and "EP comm" in step and "compute" in step
     panels = [a["data-axis"] for a in dom.tags("figure", **{"class": "panel"})]
-    # qwen3-30b-a3b's winner: ep8 inside each node, ep_shard 2 across them, dp_shard 16; tp = cp = pp = 1
-    assert panels == ["ep", "ep_shard", "dp_shard"]
+    # qwen3-30b-a3b's winner: ep8 inside each node, dp_shard 8, two pipeline stages across the nodes; tp = cp = 1
+    assert panels == ["ep", "dp_shard", "pp"]
     cells = [a for a in dom.tags("rect", **{"class": "cell"})]
     assert len(cells) == len(panels) * small.problem.cluster.world_size
 

@@ -133,7 +133,8 @@ def test_estimate_of_the_winners_pins_is_the_winners_estimate() -> None:
     """Pin the layout compile chose: estimate gives compile's figures (the same rules, settings and profile)."""
     won = ad.compile_intent(QWEN, ["training.task=pretrain"], target="megatron-bridge")
     lay = won.layout
-    pins = [f"parallelism.{name}={getattr(lay, name)}" for name in ("tp", "pp", "cp", "ep", "micro_batch_size")]
+    names = ("tp", "pp", "cp", "ep", "micro_batch_size", *(("vpp",) if lay.pp > 1 else ()))
+    pins = [f"parallelism.{name}={getattr(lay, name)}" for name in names]
     pins.append(f"parallelism.activation_checkpointing={str(lay.activation_checkpointing).lower()}")
     est = ad.estimate(QWEN, ["training.task=pretrain", *pins], target="megatron-bridge")
     assert (est.memory_gib, est.tokens_per_s_per_gpu) == (won.estimate.memory_gib, won.estimate.tokens_per_s_per_gpu)

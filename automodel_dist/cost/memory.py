@@ -200,7 +200,9 @@ class RecipeOptions:
     ops run fused (torch.compile, or the stack's fused kernels) or eager, one kernel per op; None takes the
     stack's default (`FrameworkProfile.fused_elementwise`). `recompute_modules`: Megatron-Core's selective
     recompute labels (cost/recompute.py); with the Megatron framework, "selective" checkpoints these modules
-    (none: MCore's `[]`) instead of AutoModel's op-level policy.
+    (none: MCore's `[]`) instead of AutoModel's op-level policy. `cuda_graphs`: what the run captures in CUDA
+    graphs (`host.graphed_modules`: () none, ("full_iteration",) whole layers or iterations, else the scopes, e.g.
+    AutoModel's `backend.cuda_graph.modules` or Megatron's `cuda_graph_scope`): the MoE host time it removes.
     """
 
     checkpointing: str | None = None
@@ -219,6 +221,7 @@ class RecipeOptions:
     grad_reduce_in_fp32: bool = False
     compiled: bool | None = None
     recompute_modules: tuple[str, ...] = ()
+    cuda_graphs: tuple[str, ...] = ()
 
     @property
     def reduce_bytes(self) -> int:

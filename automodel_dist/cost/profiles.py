@@ -70,7 +70,10 @@ class Physics:
     memory-bound ops (norms, activations, MoE permutes) over a training step when they run fused,
     `eager_elementwise_bytes` when each op is its own kernel (every intermediate of a norm, rotary or SwiGLU
     chain round-trips HBM); `alltoall_efficiency` is the share of the link bandwidth Megatron's plain `alltoall`
-    dispatcher (NCCL all-to-all, one copy per routed expert) reaches.
+    dispatcher (NCCL all-to-all, one copy per routed expert) reaches. `host_moe_layer_seconds` is the host time an
+    eager MoE layer exposes per micro batch (forward and backward), `graph_host_share` the share of it left under
+    Transformer Engine's per-layer graphs of the router ("moe_router") and of attention too ("attn+moe_router")
+    (cost/host.py).
     """
 
     kernel_efficiency: float
@@ -84,6 +87,8 @@ class Physics:
     elementwise_bytes: float
     eager_elementwise_bytes: float
     alltoall_efficiency: float
+    host_moe_layer_seconds: float
+    graph_host_share: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,7 @@ def _from_json(data: dict) -> Parameters:
         gpu_efficiency=keyed("gpu_efficiency"), fp8_speedup=keyed("fp8_speedup"),
         fp8_overhead_width=values["fp8_overhead_width"], elementwise_bytes=values["elementwise_bytes"],
         eager_elementwise_bytes=values["eager_elementwise_bytes"], alltoall_efficiency=values["alltoall_efficiency"],
+        host_moe_layer_seconds=values["host_moe_layer_seconds"], graph_host_share=keyed("graph_host_share"),
     )
     profiles = {}
     for name, facts in STACKS.items():

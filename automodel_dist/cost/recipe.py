@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from automodel_dist.cost.host import graphed_modules
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, RecipeOptions
 
 _SIXTEEN_BIT = ("bfloat16", "bf16", "float16", "half", "fp16")
@@ -41,6 +42,7 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         logit_bytes = 0.0
     elif isinstance(target, str) and target.endswith("MaskedCrossEntropy") and loss.get("fp32_upcast") is False:
         logit_bytes = 4.0  # bf16 logits and a bf16 log-softmax
+    graphed = _section(backend.get("cuda_graph")).get("modules")
     # activation checkpointing, selective too, is the layout's (parse reads it into Layout.activation_checkpointing)
     return RecipeOptions(
         master_weights="fp32" if _dtype(model.get("torch_dtype")) in _THIRTY_TWO_BIT else "bf16",
@@ -52,4 +54,7 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         fsdp_optimizations=backend.get("enable_fsdp_optimizations") is True,
         preserve_fp32_weights=distributed.get("preserve_fp32_weights") is True,
         grad_reduce_in_fp32=distributed.get("grad_reduce_in_fp32") is True,
+        # AutoModel captures per-layer graphs of the listed modules (Transformer Engine's graphed callables)
+        cuda_graphs=graphed_modules("transformer_engine", (m for m in graphed if isinstance(m, str)))
+        if isinstance(graphed, list) else (),
     )

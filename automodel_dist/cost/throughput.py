@@ -12,7 +12,8 @@ backward); TP collectives (DTensor's, unless async TP) and EP dispatch/combine o
 plus its per-step latency and softmax correction; for torch.distributed.pipelining (AutoModel,
 torchtitan) the schedule replayed on a clock with AutoModel's stage split (cost/pipeline.py): its idle time
 is the bubble, the send/receive hops on its critical path the exposed pipeline communication; Megatron's
-schedules take the textbook bubble and hide their sends.
+schedules take the textbook bubble and hide their sends. MoE layers add the host time their dispatcher's
+copy of the expert counts exposes, less what the run's CUDA graphs capture (cost/host.py).
 
 The same physics scores other stacks through `RecipeOptions.framework`: each stack's profile
 (cost/profiles.py) says how efficient its kernels are, how much of the EP dispatch and TP traffic it
@@ -32,6 +33,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from automodel_dist.catalog.specs import GpuSpec
+from automodel_dist.cost.host import host_seconds
 from automodel_dist.cost.memory import (
     AUTOMODEL_DEFAULTS,
     RecipeOptions,
@@ -92,14 +94,13 @@ FSDP_EXPOSED = 0.05
 ZERO_BUBBLE_FACTOR = 1.0 / 3.0
 
 PARTS = (
-    "compute", "recompute", "pipeline_bubble", "tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm",
+    "compute", "recompute", "host", "pipeline_bubble", "tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm",
 )
 
 NOT_MODELED = (
-    "host overhead, kernel launch gaps and data loading",
+    "host overhead of dense layers (hidden while the CPU runs ahead), kernel launch gaps and data loading",
     "the optimizer step (memory-bandwidth bound, small when sharded)",
     "stragglers, network contention and routing imbalance",
-    "EP overlap (AutoModel has none) and CUDA graphs",
 )
 
 
@@ -627,11 +628,13 @@ def time_breakdown(
     fsdp_comm = (max(0.0, gather_s - busy) + max(0.0, sync_s - sync_window)
                  + FSDP_EXPOSED * (gather_s + sync_s))
 
-    bubble = (compute + recompute + tp_comm + ep_comm) * _bubble_share(
+    host = host_seconds(shape, layout, options, params.physics)
+    bubble = (compute + recompute + host + tp_comm + ep_comm) * _bubble_share(
         shape, layout, checkpointing_mode(layout, options), profile.torch_pipeline) if pp > 1 else 0.0
     return {
         "compute": compute,
         "recompute": recompute,
+        "host": host,
         "pipeline_bubble": bubble,
         "tp_comm": tp_comm,
         "ep_comm": ep_comm,

@@ -12,6 +12,7 @@ from automodel_dist.html_report.ranking import candidates, seconds
 PARTS = (
     ("compute", "compute", "#4c78a8", "forward and backward GEMMs and attention, on the busiest pipeline rank"),
     ("recompute", "recompute", "#9ecae9", "the forward that activation checkpointing replays"),
+    ("host", "host", "#eeca3b", "MoE layers waiting on Python to launch their kernels (less under CUDA graphs)"),
     ("pipeline_bubble", "pipeline bubble", "#bab0ac", "pipeline fill and drain"),
     ("tp_comm", "TP comm", "#f58518", "tensor-parallel collectives on the critical path"),
     ("ep_comm", "EP comm", "#e45756", "MoE token dispatch and combine"),

@@ -19,8 +19,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.cost.host import graphed_modules
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder, with_recompute_modules
+from automodel_dist.cost.throughput import generation
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
@@ -275,14 +277,16 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
     why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"
     why["overlap_param_gather"] = "distributed optimizer: all-gather parameters behind the forward"
     if model.is_moe:
-        rack = cluster.gpu.nvlink_domain > cluster.gpus_per_node
+        blackwell = generation(cluster.gpu.compute_capability) == "blackwell"
         scope = ("moe_router", "moe_preprocess")
-        if rack and not layout.checkpointed and s.packed_sequence_size is None:
+        if blackwell and not layout.checkpointed and s.packed_sequence_size is None:
             scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
         changes.update(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
         why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"
-        why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (", plus attn on rack-scale NVLink (host "
-                                   "overhead binds first; GB200/GB300 tuned rows)" if "attn" in scope else ""))
+        why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (
+            ", plus attn on Blackwell, where host launches bind first (Megatron-Bridge's B200/B300/GB200/GB300 MoE "
+            "presets graph it; with the router alone the measured runs kept their host time)" if "attn" in scope
+            else ""))
         why["te_rng_tracker"] = "CUDA graphs need Transformer Engine's RNG tracker"
     changes["precision"], why["precision"] = precision(problem)
     return s.with_(**changes), why
@@ -292,12 +296,14 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, and
-    the FP8 recipe the precision choice writes (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    the FP8 recipe the precision choice writes, and the CUDA graphs the settings capture (as
+    benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
     fp8 = precision(problem)[0]
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
                          fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise",
-                         recompute_modules=recomputed_modules(s))
+                         recompute_modules=recomputed_modules(s),
+                         cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope))
 
 
 def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
