@@ -104,7 +104,8 @@ def screen_layout(problem: Problem, layout: Layout) -> tuple[bool, float, Callab
         return False, math.inf, timed
     if problem.objective == "memory":
         return True, min(fitting), timed
-    return True, -_tokens_ceiling(problem, layout, shape), timed
+    ceiling = max(_tokens_ceiling(problem, layout, shape, options) for options, _, peak in choices if peak <= limit)
+    return True, -ceiling, timed
 
 
 # each setting the compiler may write, with the memory breakdown (GiB by part) and peak under it
@@ -141,10 +142,10 @@ def _choose(problem: Problem, layout: Layout, shape: ModelShape, choices: Memori
     return choices[i][0], est
 
 
-def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> float:
-    """Tokens/s/GPU `layout` cannot exceed under any option the compiler may write."""
+def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape, options: RecipeOptions) -> float:
+    """Tokens/s/GPU `layout` cannot exceed under `options`."""
     training = problem.training
-    floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu)
+    floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu, options=options)
     tokens = training.global_batch_size * training.seq_length / max(layout.world_size, 1)
     return tokens / floor if floor > 0 else float("inf")
 
