@@ -365,9 +365,10 @@ def test_deferred_sync_is_turned_off_where_it_does_not_fit_and_kept_where_it_is_
     assert not estimate_layout(big, fsdp32, options=memory.AUTOMODEL_DEFAULTS).fits
     assert build_recipe(big, fsdp32)["distributed"]["defer_fsdp_grad_sync"] is False
 
-    # Llama-3.1-8B on 8 GPUs without recompute at 4K: deferring does not fit, syncing every micro batch does
+    # Llama-3.1-8B on 8 GPUs without recompute at 4K, two sequences per micro batch: deferring does not fit
+    # (32 GiB of unsharded fp32 gradients beside the activations), syncing every micro batch does
     small = problem("meta-llama/Llama-3.1-8B", nodes=1, global_batch_size=64)
-    fsdp8 = layout(world=8, global_batch_size=64, local_batch_size=1, micro_batch_size=1)
+    fsdp8 = layout(world=8, global_batch_size=64, local_batch_size=2, micro_batch_size=2)
     assert not estimate_layout(small, fsdp8, options=memory.AUTOMODEL_DEFAULTS).fits
     assert planned_options(small, fsdp8) == SYNC_EVERY_MICRO_BATCH and estimate_layout(small, fsdp8).fits
     # with recompute both fit, and the deferred sync (the default, nothing written) is faster

@@ -77,8 +77,10 @@ def test_moe_weights_are_resharded_after_each_backward_unless_fsdp_optimizations
     assert weights_stay_gathered(gpt_oss, flat, on, deferred=True)
     assert not weights_stay_gathered(qwen, flat, on, deferred=False)  # nothing deferred, nothing kept
     assert weights_stay_gathered(qwen, replace(flat, pp=2), off, deferred=True)  # torch's pipeline stage keeps them
-    assert weights_stay_gathered(llama, Layout(world_size=8, global_batch_size=512, local_batch_size=2,
-                                               micro_batch_size=2), off, deferred=True)  # not an MoE class: as before
+    fsdp8 = Layout(world_size=8, global_batch_size=512, local_batch_size=2, micro_batch_size=2)
+    # AutoModel's dense classes reshard too: its deferred sync only turns the gradient sync off (get_sync_ctx)
+    assert not weights_stay_gathered(llama, fsdp8, off, deferred=True)
+    assert weights_stay_gathered(llama, fsdp8, RecipeOptions(framework="megatron"), deferred=True)
     assert weights_stay_gathered(qwen, flat, RecipeOptions(framework="torchtitan"), deferred=True)
 
 

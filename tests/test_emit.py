@@ -344,7 +344,8 @@ def test_without_the_base_the_same_intent_estimates_automodel_defaults(tmp_path:
     (tmp_path / "base.yaml").write_text(BASE_WITH_SETTINGS, encoding="utf-8")
     text = ("model: meta-llama/Llama-3.1-8B\nhardware: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8}\n"
             "training: {task: pretrain, seq_length: 4096, global_batch_size: 256}\n"
-            "parallelism: {local_batch_size: 2, activation_checkpointing: false}\n")
+            "parallelism: {strategy: fsdp2, tp: 1, pp: 1, cp: 1, local_batch_size: 2,\n"
+            "              activation_checkpointing: true}\n")
     (tmp_path / "plain.yaml").write_text(text, encoding="utf-8")
     (tmp_path / "based.yaml").write_text(text + "base_recipe: base.yaml\n", encoding="utf-8")
     plain, based = compile_intent(tmp_path / "plain.yaml"), compile_intent(tmp_path / "based.yaml")

@@ -173,3 +173,18 @@ def test_ep_overlap_clears_the_recipes_recompute_modules() -> None:
     assert result.override is not None and result.override.settings.ep_overlap
     assert "model.recompute_modules=null" in result.hydra
     assert "model.recompute_granularity=null" in result.hydra
+
+
+def test_blackwell_graphs_attention_with_the_router_and_hopper_only_the_router() -> None:
+    """Megatron-Bridge's B200/B300/GB200/GB300 MoE presets graph attention with the router (the fitted host time
+    says the router graphs alone leave it); its H100 presets run without graphs, the card's narrowest dropless
+    scope stays there; a recomputing layout keeps attention out of the graphs."""
+    b200 = compile_megatron(EXAMPLES / "gpt-oss-20b-8xb200.yaml", ["training.task=pretrain",
+                                                                   "parallelism.activation_checkpointing=false"])
+    assert b200.override.settings.cuda_graph_scope == ("attn", "moe_router", "moe_preprocess")
+    assert "plus attn on Blackwell" in b200.yaml
+    h100 = compile_megatron(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml", ["training.task=pretrain"])
+    assert h100.override.settings.cuda_graph_scope == ("moe_router", "moe_preprocess")
+    recomputing = compile_megatron(EXAMPLES / "gpt-oss-20b-8xb200.yaml", [
+        "training.task=pretrain", "parallelism.activation_checkpointing=selective"])
+    assert "attn" not in recomputing.override.settings.cuda_graph_scope

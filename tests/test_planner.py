@@ -344,15 +344,15 @@ def test_search_finds_every_fitting_layout_where_the_old_shortcut_did_not(name: 
 
 def test_the_one_micro_batch_split_can_fit_where_smaller_splits_do_not() -> None:
     """Why the walk judges the split without gradient accumulation on its own (the real cost model): under
-    a deferred gradient sync (AutoModel's default, and always under PP) a smaller split keeps every weight
-    gathered and every gradient unsharded, which the one-micro-batch split does not."""
-    problem = problem_of(SHORTCUT_REGRESSIONS["mixtral-lora-16xh200"])
+    a deferred gradient sync (AutoModel's default, and always under PP) a smaller split accumulates every
+    gradient unsharded in fp32 (128 GiB for Qwen3-32B), which the one-micro-batch split does not."""
+    problem = problem_of(intent(model="Qwen/Qwen3-32B", gpu="h200-141gb", task="pretrain", global_batch_size=64))
     by_lbs = {lbs: estimate_layout(problem, make_layout(problem, strategy="fsdp2", tp=1, pp=1, cp=1, ep=1,
                                                         dp_replicate=1, vpp=1, activation_checkpointing=True,
                                                         local_batch_size=lbs), options=AUTOMODEL_DEFAULTS)
-              for lbs in (4, 8)}  # 8 x 16 GPUs = the global batch of 128
-    assert not fits(problem, by_lbs[4]) and fits(problem, by_lbs[8])
-    assert any(c.layout.local_batch_size == 8 and c.layout.ep == 1 and c.layout.tp == 1
+              for lbs in (2, 4)}  # 4 x 16 GPUs = the global batch of 64
+    assert not fits(problem, by_lbs[2]) and fits(problem, by_lbs[4])
+    assert any(c.layout.local_batch_size == 4 and c.layout.tp == 1 and c.layout.pp == 1
                for c in search(problem).fitting)
 
 

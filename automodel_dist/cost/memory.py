@@ -252,15 +252,15 @@ def weights_stay_gathered(shape: ModelShape, layout: Layout, options: RecipeOpti
     backward but the last). Without PP, AutoModel's deferred sync only turns the gradient sync off
     (`get_sync_ctx`: `set_requires_gradient_sync`), so FSDP2 still reshards after each backward; only its MoE
     classes (MoEFSDPSyncMixin.prepare_for_grad_accumulation) also stop resharding, and only with
-    `backend.enable_fsdp_optimizations`. Elsewhere (other stacks, AutoModel's dense and Hugging Face classes) a
-    deferred sync is taken to keep them, as this model always has.
+    `backend.enable_fsdp_optimizations`; its dense and Hugging Face classes reshard. Other stacks' deferred syncs
+    (torchtitan's and MegatronFSDP's gradient accumulation) are taken to keep them.
     """
     if layout.strategy == "ddp":
         return False
     if (layout.pp or 1) > 1:
         return True
-    if options.framework == "automodel" and shape.automodel_class and shape.moe_layers > 0:
-        return deferred and options.fsdp_optimizations
+    if options.framework == "automodel":
+        return deferred and shape.automodel_class and shape.moe_layers > 0 and options.fsdp_optimizations
     return deferred
 
 
