@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
@@ -34,6 +34,9 @@ from automodel_dist.targets.automodel.config import EnvSecrets, MissingEnvVar, r
 from automodel_dist.targets.automodel.parse import RecipeValueError, layout_from_config, training_from_config
 from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.yamlio import Document, as_mapping, join_path, load_document, split_path
+
+if TYPE_CHECKING:
+    from automodel_dist.cost.estimate import Estimate
 
 
 def validate_recipe(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
@@ -297,18 +300,27 @@ def _memory_findings(config: Mapping[str, Any], layout: Layout, spec: ModelSpec 
                                options=options)
     if estimate.fits:
         return []
-    top = sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
-    parts = ", ".join(f"{name} {gib:.1f}" for name, gib in top)
     remedies = _checkpointing_remedy(layout)
-    if options.defer_grad_sync and layout.grad_accumulation > 1 and top[0][0] == "gradients":
+    if options.defer_grad_sync and layout.grad_accumulation > 1 and largest_parts(estimate)[0][0] == "gradients":
         remedies.append("set distributed.defer_fsdp_grad_sync: false (deferred sync holds unsharded gradients "
                         f"across the {layout.grad_accumulation} accumulation steps)")
     if layout.local_batch_size > 1:
         remedies.append("lower step_scheduler.local_batch_size")
     remedies.append("shard more (tp, pp, cp, ep); `automodel-dist compile` searches these for you")
-    return [r.MEMORY_FIT.finding(
+    return [memory_fit_finding(estimate, gpu, remedies)]
+
+
+def largest_parts(estimate: Estimate) -> list[tuple[str, float]]:
+    """The three largest parts of the estimated peak (name, GiB)."""
+    return sorted(estimate.memory.items(), key=lambda kv: -kv[1])[:3]
+
+
+def memory_fit_finding(estimate: Estimate, gpu: GpuSpec, remedies: list[str], path: str | None = None) -> Finding:
+    """The memory-fit error for an estimate whose peak exceeds the GPU's memory (`path`: the rule's by default)."""
+    parts = ", ".join(f"{name} {gib:.1f}" for name, gib in largest_parts(estimate))
+    return r.MEMORY_FIT.finding(
         f"estimated peak {estimate.memory_gib:.1f} GiB per GPU exceeds the {gpu.name}'s {gpu.hbm_gib:.0f} GiB "
-        f"(largest parts, GiB: {parts})", hint="; ".join(remedies))]
+        f"(largest parts, GiB: {parts})", hint="; ".join(remedies), path=path)
 
 
 def _checkpointing_remedy(layout: Layout) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,5 +162,38 @@ def build_cases(folder: Path) -> list[HostileCase]:
         HostileCase("a key twice in an intent", ("compile", write("twice.yaml", "model: Qwen/Qwen3-8B\n" + INTENT)), 2,
                     "twice.yaml:1:1"),
     ]
+    cases += _megatron_cases(write)
     write("secrets.yaml", f"api_key: {SECRET}\npassword: {SECRET}\n")
     return cases
+
+
+def _megatron_cases(write: Callable[[str, str], str]) -> list[HostileCase]:
+    """Broken Megatron-Bridge override files (validate --target megatron-bridge): Hydra lists and YAML files."""
+    def mb(name: str, text: str, recipe: str = "qwen3_30b_a3b_pretrain_config") -> tuple[str, ...]:
+        return ("validate", write(name, text), "--target", "megatron-bridge", "--recipe", recipe, "--nodes", "2")
+
+    return [
+        HostileCase("mb: empty override file", mb("mb-empty.txt", "# nothing\n"), 2, "mb-empty.txt"),
+        HostileCase("mb: key= with no value", mb("mb-novalue.txt", "model.tensor_model_parallel_size=\n"), 2,
+                    "mb-novalue.txt:1:1"),
+        HostileCase("mb: spaces around =",
+                    mb("mb-spaces.txt", "train.micro_batch_size=1\nmodel.tensor_model_parallel_size = 2\n"), 2,
+                    "mb-spaces.txt:2:1"),
+        HostileCase("mb: ~key deletion", mb("mb-tilde.txt", "~model.tensor_model_parallel_size\n"), 2,
+                    "mb-tilde.txt:1:1"),
+        HostileCase("mb: YAML lines in a Hydra list", mb("mb-mixed.txt", "train.micro_batch_size=1\nmodel:\n  x: 1\n"),
+                    2, "mb-mixed.txt:2:1"),
+        HostileCase("mb: a value in a section's place", mb("mb-model.yaml", "model: 5\n"), 1, "mb-model.yaml:1:1"),
+        HostileCase("mb: a dotted YAML key", mb("mb-dotted.yaml", "model.tensor_model_parallel_size: 2\n"), 2,
+                    "mb-dotted.yaml:1:1"),
+        HostileCase("mb: a list for a size", mb("mb-list.yaml", "model:\n  tensor_model_parallel_size: [2]\n"), 2,
+                    "mb-list.yaml:2:3"),
+        HostileCase("mb: peft.dim without +", mb("mb-peft.txt", "checkpoint.pretrained_checkpoint=/ckpt\npeft.dim=16\n",
+                                                 "llama31_8b_peft_config"), 1, "mb-peft.txt:2:1"),
+        HostileCase("mb: + on a key with a value", mb("mb-plus.txt", "+model.tensor_model_parallel_size=2\n"), 1,
+                    "mb-plus.txt:1:1"),
+        HostileCase("mb: a key twice in a Hydra list",
+                    mb("mb-twice.txt", "train.micro_batch_size=1\ntrain.micro_batch_size=2\n"), 0, "mb-twice.txt:2:1"),
+        HostileCase("mb: unknown precision recipe", mb("mb-precision.yaml", "mixed_precision: bf16_mixd\n"), 1,
+                    "mb-precision.yaml:1:1"),
+    ]

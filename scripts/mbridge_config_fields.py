@@ -1,6 +1,7 @@
 """Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
-function's ConfigContainer the target knows (recipes.RECIPES), and its values at the keys the target models
-(overrides.KEYS: what an override set that leaves a key out runs with), read from the installed megatron-bridge 0.6.2 by
+function's ConfigContainer the target knows (recipes.RECIPES), its values at the keys the target models
+(overrides.KEYS: what an override set that leaves a key out runs with), what its Hydra overrides see, and the
+fields of every named mixed-precision recipe (fields.PRECISION_FIELDS), read from the installed megatron-bridge 0.6.2 by
 building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
 checks the file against it).
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.output import JSON_MARKER, Output, write_outputs
-from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, SOURCE
+from automodel_dist.targets.megatron_bridge.fields import ALL_RECIPES, FIELDS_FILE, PRECISION_FIELDS, SOURCE
 from automodel_dist.targets.megatron_bridge.overrides import KEYS
 from automodel_dist.targets.megatron_bridge.recipes import RECIPES
 
@@ -29,7 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 def merge(trees: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One file: each recipe's root fields, and the classes they reach (a field that holds a dataclass in any
-    recipe names its class; a class's fields are the same in every recipe)."""
+    recipe names its class; a class's fields are the same in every recipe); each recipe's values at the target's
+    keys; and what its Hydra overrides see: the fields left out, the None leaves (those None in every recipe once,
+    under ALL_RECIPES)."""
     classes: dict[str, dict[str, Any]] = {}
     for tree in trees.values():
         for name, kind in tree["classes"].items():
@@ -38,9 +41,14 @@ def merge(trees: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for field, value in kind["fields"].items():
                 if known["fields"].get(field) is None:
                     known["fields"][field] = value
+    unset = {recipe: set(trees[recipe]["hydra"]["unset"]) for recipe in trees}
+    everywhere = set.intersection(*unset.values())
     return {"generated_by": JSON_MARKER, "script": "scripts/mbridge_config_fields.py", "source": SOURCE,
             "recipes": {recipe: trees[recipe]["root"] for recipe in sorted(trees)},
             "values": {recipe: trees[recipe]["values"] for recipe in sorted(trees)},
+            "hydra": {"excluded": {recipe: trees[recipe]["hydra"]["excluded"] for recipe in sorted(trees)},
+                      "unset": {ALL_RECIPES: sorted(everywhere),
+                                **{recipe: sorted(unset[recipe] - everywhere) for recipe in sorted(trees)}}},
             "classes": {name: {"target": kind["target"], "fields": dict(sorted(kind["fields"].items())),
                                "required": kind["required"]}
                         for name, kind in sorted(classes.items())}}
@@ -52,7 +60,8 @@ def read_installed() -> dict[str, Any]:
     oracle = Oracle()
     try:
         functions = sorted(r.function for r in RECIPES.values())
-        return merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+        data = merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+        return {**data, "precisions": oracle.precisions(list(PRECISION_FIELDS))}
     finally:
         oracle.close()
 

@@ -17,6 +17,7 @@ unguarded `import transformer_engine.pytorch` in megatron-bridge succeed against
 Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overrides": [...], "gpu":
 [name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths]}]}; one answer
 per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value}}]}.
+The data script's requests: {"fields": [recipe functions], "read": [...]} and {"precisions": [fields]}.
 """
 
 from __future__ import annotations
@@ -183,7 +184,10 @@ class _Worker:
         """The recipe's ConfigContainer as field names: {"root": its fields, "classes": {class: {"target": module
         path, "fields": {field: nested class, "*" (a mapping: any key) or None (a value)}, "required": the fields
         without a default}}} for every dataclass reached from it, and "values": the recipe's value at each dotted
-        path of `read` that it holds (a section it leaves None holds none) as JSON carries it."""
+        path of `read` that it holds (a section it leaves None holds none) as JSON carries it; "hydra": the config
+        Megatron-Bridge lets Hydra override (`create_omegaconf_dict_config`): the fields it leaves out ("excluded":
+        callables and objects OmegaConf cannot hold, e.g. a LoRA `peft`) and its leaves that are None ("unset",
+        where a `+key=value` appends rather than refusing "An item is already at ...")."""
         import dataclasses
 
         classes: dict[str, dict[str, Any]] = {}
@@ -204,6 +208,11 @@ class _Worker:
             return fields
 
         cfg = self.base(recipe)
+        from megatron.bridge.training.utils.omegaconf_utils import create_omegaconf_dict_config
+        from omegaconf import OmegaConf
+
+        tree, excluded = create_omegaconf_dict_config(cfg)  # what Hydra's overrides apply to
+        unset = [path for path, value in _leaves(OmegaConf.to_container(tree)) if value is None]
         values = {}
         for path in read:
             value: Any = cfg
@@ -213,7 +222,16 @@ class _Worker:
                 values[path] = list(value)
             elif isinstance(value, (bool, int, float, str, type(None))):
                 values[path] = value
-        return {"root": walk(cfg), "classes": classes, "values": values}
+        hydra = {"excluded": sorted(path.removeprefix("root.") for path in excluded), "unset": sorted(unset)}
+        return {"root": walk(cfg), "classes": classes, "values": values, "hydra": hydra}
+
+    def precisions(self, read: list[str]) -> dict[str, dict[str, Any]]:
+        """Every mixed-precision recipe name Megatron-Bridge registers (underscore spelling) with the `read` fields
+        of the MixedPrecisionConfig it returns."""
+        from megatron.bridge.training.mixed_precision import MIXED_PRECISION_RECIPES
+
+        return {name: {field: getattr(make(), field) for field in read}
+                for name, make in sorted(MIXED_PRECISION_RECIPES.items()) if "-" not in name}
 
     def base(self, recipe: str) -> Any:
         import copy
@@ -272,6 +290,15 @@ class _Worker:
 _ABSENT = object()  # a path the recipe's config does not reach
 
 
+def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every leaf of a nested mapping."""
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        out += _leaves(value, path + ".") if isinstance(value, dict) else [(path, value)]
+    return out
+
+
 def _read(cfg: Any, dotted: str) -> Any:
     """A value of the validated ConfigContainer, as JSON can carry it (what an override really set)."""
     value = cfg
@@ -285,6 +312,9 @@ def serve() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
+        if "precisions" in request:
+            print(json.dumps({"precisions": worker.precisions(request["precisions"])}), flush=True)
+            continue
         if "fields" in request:
             print(json.dumps({"fields": {recipe: worker.fields(recipe, request.get("read", []))
                                          for recipe in request["fields"]}}), flush=True)
@@ -329,6 +359,13 @@ class Oracle:
         self.proc.stdin.write(json.dumps({"fields": recipes, "read": read}) + "\n")
         self.proc.stdin.flush()
         return self._read()["fields"]
+
+    def precisions(self, read: list[str]) -> dict[str, dict[str, Any]]:
+        """The `read` fields of every mixed-precision recipe Megatron-Bridge registers (`_Worker.precisions`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"precisions": read}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()["precisions"]
 
     def close(self) -> None:
         if self.proc.stdin is not None:

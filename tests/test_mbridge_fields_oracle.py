@@ -6,7 +6,14 @@
    valid neighbour is accepted with its value applied;
 3. override sets that leave keys to the recipe: our verdict, on the recipe's recorded values, is Megatron's;
 4. the override sets compiled for recipes that leave `comm_overlap` None build a CommOverlapConfig that
-   Megatron-Bridge's own setup and validation accept with EP overlap on (both forms).
+   Megatron-Bridge's own setup and validation accept with EP overlap on (both forms);
+5. Hydra's `+` (tests/test_mbridge_keys.py's append cases): a list our rules refuse, Megatron-Bridge's parser refuses
+   in the words we quote, and the valid neighbour passes its whole validation;
+6. the mixed precision an override set runs with (tests/test_mbridge_precision.py's cases: the recipe's own where the
+   set leaves it out) is the MixedPrecisionConfig Megatron-Bridge resolves and copies into its DDP config;
+7. values Megatron-Bridge cannot use (a value in a section's place, an unknown precision recipe): refused in both
+   forms, in the words we quote for the Hydra form, and the valid neighbour accepted; a dotted key in a YAML file
+   (refused by validate as input) is one key to Megatron-Bridge's merge, which trains without its value.
 """
 
 from __future__ import annotations
@@ -17,12 +24,24 @@ from typing import Any
 
 import pytest
 from mbridge_oracle import Oracle, available
-from test_mbridge_keys import BAD_RECIPE, KEY_CASES, RECIPE_VALUE_CASES, hydra_list, nested
+from test_mbridge_keys import (
+    APPEND_CASES,
+    BAD_RECIPE,
+    KEY_CASES,
+    Q30,
+    RECIPE_VALUE_CASES,
+    VALUE_CASES,
+    hydra_list,
+    nested,
+)
 from test_mbridge_oracle import DEVICES
+from test_mbridge_precision import PRECISION_CASES
 
 from automodel_dist import validate_recipe
+from automodel_dist.targets.megatron_bridge.choose import mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
-from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE
+from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, recipe_values
+from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.rules import check_keys
 from automodel_dist.yamlio import dump_yaml
 
@@ -123,3 +142,71 @@ def test_keys_left_out_are_judged_at_the_recipes_values(oracle: Oracle, tmp_path
     for mine, theirs in zip(ours, verdicts, strict=True):
         assert bool(mine) != theirs["ok"], (mine, theirs)
         assert not mine or any(" ".join(m.split())[:50] in theirs["error"] for m in mine), (mine, theirs)
+
+
+def test_hydra_append_cases_agree_with_megatron(oracle: Oracle) -> None:
+    cases, ours = [], []
+    for _, bad, good, recipe, world in APPEND_CASES:
+        for items in (bad, good):
+            cases.append({"recipe": recipe, "world_size": world, "overrides": items, "gpu": H100})
+            report = validate_recipe(items, world_size=world, target="megatron-bridge", recipe_function=recipe)
+            ours.append([f.message for f in report.errors])
+    verdicts = oracle.judge(cases)
+    wrong = []
+    for mine, theirs in zip(ours, verdicts, strict=True):
+        hydra_words = [m.split(" (", 1)[0] if m.endswith(")") else m for m in mine]  # ours adds why in ( )
+        agree = (theirs["ok"] and not mine) or (not theirs["ok"] and bool(mine) and all(
+            theirs["error"] == f"OverridesError: Failed to parse Hydra overrides: {words}" for words in hydra_words))
+        if not agree:
+            wrong.append((mine, theirs))
+    print(f"\nHydra append cases: {len(cases)} lists, {len(cases) - len(wrong)} agree")
+    assert wrong == [], wrong
+
+
+def test_mixed_precision_left_out_is_megatrons(oracle: Oracle, tmp_path: Path) -> None:
+    read = ["mixed_precision.fp8", "mixed_precision.fp8_recipe", "mixed_precision.grad_reduce_in_fp32",
+            "ddp.grad_reduce_in_fp32"]
+    cases, ours = [], []
+    for i, (recipe, world, flat, _) in enumerate(PRECISION_CASES):
+        yaml_file = tmp_path / f"precision{i}.yaml"
+        yaml_file.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+        base = {"recipe": recipe, "world_size": world, "gpu": list(DEVICES["b200"]), "read": read}
+        cases += [{**base, "overrides": hydra_list(flat)}, {**base, "overrides": [], "config_file": str(yaml_file)}]
+        mine = mixed_precision(parse_overrides(flat, world_size=world, base=recipe_values(recipe)).settings)
+        ours += [mine, mine]
+    verdicts = oracle.judge(cases)
+    for case, mine, theirs in zip(cases, ours, verdicts, strict=True):
+        assert theirs["ok"], (case, theirs["error"])
+        values = theirs["values"]
+        assert (values["mixed_precision.fp8"], values["mixed_precision.fp8_recipe"],
+                values["mixed_precision.grad_reduce_in_fp32"]) == (mine.fp8, mine.fp8_recipe, mine.grad_reduce_in_fp32)
+        assert values["ddp.grad_reduce_in_fp32"] == mine.grad_reduce_in_fp32, case
+    print(f"\nmixed precision: {len(cases)} override sets (YAML and Hydra) resolve as we read them")
+
+
+def test_values_megatron_cannot_use_agree(oracle: Oracle, tmp_path: Path) -> None:
+    cases, expect = [], []
+    for i, (bad, _, good) in enumerate(VALUE_CASES):
+        for kind, flat in (("bad", bad), ("good", good)):
+            yaml_file = tmp_path / f"value{i}-{kind}.yaml"
+            yaml_file.write_text(dump_yaml(nested(flat)), encoding="utf-8")
+            base = {"recipe": Q30, "world_size": 16, "gpu": H100}
+            cases += [{**base, "overrides": hydra_list(flat)}, {**base, "overrides": [], "config_file": str(yaml_file)}]
+            report = validate_recipe(nested(flat), world_size=16, target="megatron-bridge", recipe_function=Q30)
+            expect += [(kind, hydra, [f.message for f in report.errors]) for hydra in (True, False)]
+    for (kind, hydra, ours), theirs in zip(expect, oracle.judge(cases), strict=True):
+        assert bool(ours) == (kind == "bad") != theirs["ok"], (ours, theirs)
+        if ours and hydra:  # the YAML form fails on the emulation's own model.* knobs first
+            quoted = [part for m in ours for part in ("'int' object has no attribute", "'NoneType' object has no "
+                      "attribute", m) if part in m]
+            assert any(part in theirs["error"] for part in quoted), (ours, theirs)
+
+
+def test_a_dotted_yaml_key_never_reaches_megatrons_config(oracle: Oracle, tmp_path: Path) -> None:
+    dotted, nested_file = tmp_path / "dotted.yaml", tmp_path / "nested.yaml"
+    dotted.write_text("model.tensor_model_parallel_size: 2\n", encoding="utf-8")
+    nested_file.write_text("model:\n  tensor_model_parallel_size: 2\n", encoding="utf-8")
+    base = {"recipe": Q30, "world_size": 16, "gpu": H100, "overrides": [], "read": ["model.tensor_model_parallel_size"]}
+    skipped, applied = oracle.judge([{**base, "config_file": str(dotted)}, {**base, "config_file": str(nested_file)}])
+    assert skipped["ok"] and skipped["values"]["model.tensor_model_parallel_size"] == 1  # the recipe's TP
+    assert applied["ok"] and applied["values"]["model.tensor_model_parallel_size"] == 2

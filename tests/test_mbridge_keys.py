@@ -157,3 +157,126 @@ RECIPE_VALUE_CASES: list[tuple[str, int, dict[str, Any], str | None]] = [
 def test_keys_left_out_keep_the_recipes_values(recipe: str, world: int, flat: dict[str, Any], rule: str | None) -> None:
     report = validate_recipe(nested(flat), world_size=world, target="megatron-bridge", recipe_function=recipe)
     assert [f.rule for f in report.errors] == ([rule] if rule else [])
+
+
+LORA8 = "llama31_8b_peft_config"  # its LoRA `peft` is left out of the config Megatron-Bridge hands Hydra
+CHECKPOINT = "checkpoint.pretrained_checkpoint=${oc.env:PRETRAINED_CHECKPOINT}"
+BUILD = [f"+comm_overlap.{TARGET}={COMM}", "+comm_overlap.tp_comm_overlap=false"]
+# (rule, bad Hydra list, valid neighbour, recipe function, world): Hydra's `+` as Megatron-Bridge's parser takes it
+# (tests/test_mbridge_fields_oracle.py runs each through it).
+APPEND_CASES: list[tuple[str, list[str], list[str], str, int]] = [
+    ("mb-hydra-append-missing", [CHECKPOINT, "peft.dim=16"], [CHECKPOINT, "+peft.dim=16"], LORA8, 8),
+    ("mb-hydra-append-missing", [CHECKPOINT, "+peft.dim=16", "peft.alpha=32"],
+     [CHECKPOINT, "+peft.dim=16", "+peft.alpha=32"], LORA8, 8),
+    ("mb-hydra-append-missing", [*BUILD, f"comm_overlap.bucket_size={BUCKET}"],
+     [*BUILD, f"+comm_overlap.bucket_size={BUCKET}"], Q235, 256),
+    ("mb-hydra-append-missing", [f"comm_overlap.{TARGET}={COMM}", "+comm_overlap.tp_comm_overlap=false"], BUILD,
+     Q235, 256),
+    ("mb-hydra-append-present", ["+model.tensor_model_parallel_size=1"], ["model.tensor_model_parallel_size=1"],
+     Q30, 16),
+    ("mb-hydra-append-present", ["+model.tensor_model_parallel_size=1"], ["++model.tensor_model_parallel_size=1"],
+     Q30, 16),
+    ("mb-hydra-append-present", ["+model.recompute_granularity=selective", "+model.recompute_granularity=selective"],
+     ["+model.recompute_granularity=selective", "model.recompute_granularity=selective"], Q30, 16),
+    ("mb-hydra-append-present", ["+train.micro_batch_size=1"], ["+model.recompute_modules=[core_attn]"], Q30, 16),
+]
+# (rule, Hydra list, recipe): what Hydra accepts but is likely a mistake (warnings, exit 0)
+HYDRA_WARNING_CASES: list[tuple[str, list[str], str]] = [
+    ("mb-hydra-duplicate-key", ["model.tensor_model_parallel_size=2", "model.tensor_model_parallel_size=1"], Q30),
+    ("mb-hydra-empty-value", ["train.train_iters="], Q30),
+]
+
+
+@pytest.mark.parametrize(("rule", "bad", "good", "recipe", "world"), APPEND_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(APPEND_CASES)])
+def test_hydra_append_rule_fires_and_neighbour_passes(rule: str, bad: list[str], good: list[str], recipe: str,
+                                                      world: int) -> None:
+    def rules(items: list[str]) -> list[str]:
+        report = validate_recipe(items, world_size=world, target="megatron-bridge", recipe_function=recipe)
+        return [f.rule for f in report.errors]
+
+    assert rules(bad) == [rule]
+    assert rules(good) == []
+
+
+def test_compiled_hydra_lists_append_where_megatron_needs_it() -> None:
+    """The compiler's own `+` (LoRA keys, a comm_overlap it builds) is what the rules ask for."""
+    for name, overrides in (("qwen3-235b-a22b-256xh100", []), ("llama-3.1-8b-lora-8xh100", [])):
+        result = compile_megatron(EXAMPLES / f"{name}.yaml", overrides)
+        report = validate_recipe(list(result.hydra), world_size=result.layout.world_size, target="megatron-bridge",
+                                 recipe_function=result.recipe_function)
+        assert not {f.rule for f in report.findings if f.rule.startswith("mb-hydra-")}
+        assert any(item.startswith("+") for item in result.hydra)
+
+
+def test_cli_places_the_refused_item_on_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "overrides.txt"
+    path.write_text(f"# recipe: {LORA8}\n# world: 1 x 8\n{CHECKPOINT}\n+model.recompute_granularity=selective\n"
+                    "peft.dim=16\n+model.recompute_granularity=selective\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", str(path), "--target",
+                           "megatron-bridge"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{path}:5:1: error [mb-hydra-append-missing] peft.dim: Could not override 'peft.dim'. To append to " \
+           "your config use +peft.dim=16" in proc.stdout
+    assert "fix: write +peft.dim=16" in proc.stdout
+    assert f"{path}:6:1: error [mb-hydra-append-present] model.recompute_granularity: Could not append to config. " \
+           "An item is already at 'model.recompute_granularity'" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("rule", "items", "recipe"), HYDRA_WARNING_CASES)
+def test_hydra_warnings_fire_and_neighbours_pass(rule: str, items: list[str], recipe: str) -> None:
+    def warnings(items: list[str]) -> list[str]:
+        report = validate_recipe(items, world_size=16, target="megatron-bridge", recipe_function=recipe)
+        assert report.ok
+        return [f.rule for f in report.warnings]
+
+    assert warnings(items) == [rule]
+    assert warnings(items[-1:] if len(items) > 1 else ["train.train_iters=null"]) == []
+
+
+@pytest.mark.parametrize(("name", "text", "where", "says"), [
+    ("mixed.txt", "model.tensor_model_parallel_size=2\ntrain:\n  micro_batch_size: 1\n", ":2:1:", "no YAML lines"),
+    ("tilde.txt", "~model.tensor_model_parallel_size\n", ":1:1:", "keeps the recipe's value"),
+    ("spaces.txt", "model.tensor_model_parallel_size = 2\n", ":1:1:", "write model.tensor_model_parallel_size=2"),
+    ("empty.txt", "# recipe: qwen3_30b_a3b_pretrain_config\n", "", "overrides is empty"),
+    ("no-value.txt", "model.tensor_model_parallel_size=\n", ":1:1:", "expected a positive integer, got ''"),
+    ("wrong-type.yaml", "model:\n  tensor_model_parallel_size: two\n", ":2:3:", "expected a positive integer"),
+    ("list.yaml", "- model.tensor_model_parallel_size=2\n", ":1:1:", "must be a YAML mapping"),
+    ("dotted.yaml", "train:\n  micro_batch_size: 1\nmodel.tensor_model_parallel_size: 2\n", ":3:1:",
+     "nest it: model: {tensor_model_parallel_size: ...}"),
+])
+def test_malformed_override_files_are_located_input_errors(tmp_path: Path, name: str, text: str, where: str,
+                                                           says: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "automodel_dist", "validate", str(path), "--target",
+                           "megatron-bridge", "--recipe", Q30, "--nodes", "2"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{path}{where}" in proc.stderr and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# (bad {dotted key: value}, rule, valid neighbour) on Q30: values Megatron-Bridge cannot use (the oracle's verdicts:
+# tests/test_mbridge_fields_oracle.py)
+VALUE_CASES: list[tuple[dict[str, Any], str, dict[str, Any]]] = [
+    ({"model": 5}, "mb-section-value", {"model.tensor_model_parallel_size": 1}),
+    ({"train": None}, "mb-section-value", {"train.micro_batch_size": 1}),
+    ({"mixed_precision": "bf16_mixd"}, "mb-precision-recipe", {"mixed_precision": "bf16-mixed"}),
+]
+
+
+@pytest.mark.parametrize(("bad", "rule", "good"), VALUE_CASES)
+def test_a_value_megatron_cannot_use_is_a_finding(bad: dict[str, Any], rule: str, good: dict[str, Any]) -> None:
+    assert _rules(bad, Q30) == {rule}
+    assert _rules(good, Q30) == set()
+
+
+def test_sections_some_recipe_holds_a_value_in_take_one() -> None:
+    assert _rules({"mixed_precision": "bf16-mixed", "comm_overlap": None}, Q30) == set()
+
+
+def covered_rules() -> set[str]:
+    """The rules this module's cases trigger (the registry-coverage tests count them)."""
+    return {c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}

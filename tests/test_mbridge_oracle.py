@@ -152,12 +152,12 @@ def test_every_rule_case_agrees_with_megatron(oracle: Oracle) -> None:
 
 def test_every_error_rule_is_checked_against_megatron() -> None:
     """Which rules the oracle judges; the rest say why not (warnings, or nothing offline expresses them)."""
-    from test_mbridge_keys import KEY_CASES  # the key rules: judged in tests/test_mbridge_fields_oracle.py
+    from test_mbridge_keys import covered_rules  # judged in tests/test_mbridge_fields_oracle.py
 
     from automodel_dist.rules import RULES
     from automodel_dist.rules.registry import SCRIPT
 
-    judged = {rule for rule, kind, _ in rule_cases() if kind == "bad"} | {c[0] for c in KEY_CASES}
+    judged = {rule for rule, kind, _ in rule_cases() if kind == "bad"} | covered_rules()
     mine = {rid for rid, r in RULES.items()  # the launch-script rules are judged with shellcheck and the CLI
             if r.target == "megatron-bridge" and r.severity == ERROR and r.path != SCRIPT}
     not_expressible = {

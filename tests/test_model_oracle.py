@@ -238,3 +238,20 @@ def test_automodel_applies_the_emitted_checkpointing_mode(worker: ModelWorker, s
     assert expected[mode], (mode, counts, layers)
     if mode == "selective":
         assert f"{layers} selective" in render_model_report(report)
+
+
+def test_uneven_expert_shards_are_refused_as_the_rule_says(worker: ModelWorker) -> None:
+    """GPT-OSS's hidden size and expert width (2880) split over 64 expert data-parallel ranks but not over 128:
+    AutoModel shards its grouped experts on dim 1, and FSDP2 refuses the uneven split with the rule's message."""
+    from automodel_dist.layout import Layout
+    from automodel_dist.rules.layout import check_layout
+
+    model = next(p.spec for p in list_models() if p.id == "gpt-oss-20b")
+    for ep, refused in ((2, True), (4, False)):
+        built = worker.build(_family_request("gpt_oss", {"strategy": "fsdp2", "ep_size": ep}, 256))["ranks"]["0"]
+        layout = Layout(world_size=256, ep=ep, global_batch_size=256, local_batch_size=1, micro_batch_size=1)
+        findings = [f for f in check_layout(layout, model=model) if f.rule == "am-expert-shard-even"]
+        assert built["ok"] is not refused and bool(findings) is refused, built
+        if refused:
+            assert findings[0].automodel_message.split(": torch")[0] in built["error"]
+            assert "(world size: 128)" in built["error"] and "(world size: 128)" in findings[0].automodel_message

@@ -93,6 +93,9 @@ LAYOUT_CASES: list[tuple[str, Layout, Layout, dict[str, Any]]] = [
     ("am-mfsdp-moe", lay(strategy="megatron_fsdp"), lay(strategy="megatron_fsdp"),
      {"model": QWEN3_MOE, "good_model": LLAMA_8B}),
     ("am-r26-ep-divides-experts", lay(64, ep=64), lay(64, ep=32), {"model": GPT_OSS}),
+    # gpt-oss's 2880-wide hidden and experts: 128 expert data-parallel ranks split them unevenly, 64 evenly
+    ("am-expert-shard-even", lay(256, ep=2, global_batch_size=256), lay(256, ep=4, global_batch_size=256),
+     {"model": GPT_OSS}),
     ("pp-vpp-whole-layers", lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=7, local_batch_size=32),
      lay(32, pp=4, pp_schedule="interleaved1f1b", vpp=2, local_batch_size=32), {"model": LLAMA_8B}),
     ("cp-seq-padded", lay(cp=2), lay(cp=2), {"training": TrainingSpec(seq_length=4098),
@@ -373,11 +376,11 @@ def test_model_build_rule_fires_and_neighbour_passes(rule: str, bad: Any, good: 
 
 
 def test_every_rule_has_a_case() -> None:
-    from test_mbridge_keys import KEY_CASES
+    from test_mbridge_keys import covered_rules
     from test_mbridge_rules import MB_CASES, SBATCH_CASES
 
     covered = ({c[0] for c in LAYOUT_CASES} | {c[0] for c in RECIPE_CASES} | {c[0] for c in MODEL_CASES}
-               | {c[0] for c in MB_CASES} | {c[0] for c in SBATCH_CASES} | {c[0] for c in KEY_CASES})
+               | {c[0] for c in MB_CASES} | {c[0] for c in SBATCH_CASES} | covered_rules())
     assert set(RULES) - covered == set()
 
 

@@ -323,6 +323,8 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
                 f"ep_size={ep} does not divide {model.name}'s {n} routed experts",
                 hint=f"ep_size must divide {n}: {listing([d for d in divisors(n) if d > 1])}",
                 automodel_message=f"n_routed_experts {n} must be divisible by expert_parallel_degree {ep}"))
+        else:
+            out.extend(_expert_shard_even(layout, model))
     if pp > 1 and layout.strategy == "fsdp2":
         stages = pp * layout.vpp
         if stages > model.num_layers:
@@ -433,6 +435,29 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, model: ModelSpec | Non
         out.append(r.DISPATCHER_GPU.finding(
             f"dispatcher deepep on {gpu.name}: DeepEP's kernels do not run on NVL{gpu.nvlink_domain} racks",
             hint="set model.backend.dispatcher: hybridep (the rack-scale NVLink dispatcher)"))
+
+
+def _expert_shard_even(layout: Layout, model: ModelSpec) -> list[Finding]:
+    """AutoModel FSDP-shards its grouped experts over the expert data-parallel ranks on dim 1, since there may be
+    more shards than local experts (`moe/parallelizer.py` `_moe_shard_placement`: gate_and_up [experts, hidden,
+    2·width], down [experts, width, hidden]), and FSDP2 refuses an uneven split on a dim other than 0
+    (`_fsdp_param.py`): hidden and the expert width must both divide by it."""
+    shards, hidden, width = layout.ep_shard, model.hidden_size, model.moe_intermediate_size
+    if shards <= 1 or not width or (hidden % shards == 0 and width % shards == 0):
+        return []
+    local = model.num_routed_experts // layout.ep
+    shape = [local, hidden, 2 * width] if hidden % shards else [local, width, hidden]
+    common = gcd(hidden, width)
+    good = [e for e in divisors(gcd(layout.non_pp_size, model.num_routed_experts))
+            if e > 1 and common % (layout.non_pp_size // e) == 0]
+    uneven = " and ".join(f"{name} {size}" for name, size in (("hidden size", hidden), ("expert width", width))
+                          if size % shards)
+    return [r.EXPERT_SHARD_EVEN.finding(
+        f"ep_size={layout.ep} leaves {shards} expert data-parallel ranks, which do not divide {model.name}'s {uneven}",
+        hint=f"ep_size values whose expert data parallelism divides {common}: {listing(good)}" if good else
+        "use fewer ranks per pipeline stage (more pp) or ep_size equal to the stage's ranks",
+        automodel_message=f"FSDP does not support uneven sharding on dim 1: torch.Size({shape}) "
+                          f"(world size: {shards})")]
 
 
 def _ep_domain_hint(layout: Layout, domain: int, model: ModelSpec | None) -> str:

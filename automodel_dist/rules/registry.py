@@ -158,6 +158,10 @@ TP_PLAN = register(
 EP_DIVIDES_EXPERTS = register(
     "am-r26-ep-divides-experts", ERROR, "distributed.ep_size",
     "ep must divide the number of routed experts", automodel=("R26",), needs=("model",))
+EXPERT_SHARD_EVEN = register(
+    "am-expert-shard-even", ERROR, "distributed.ep_size",
+    "expert data parallelism (a stage's ranks / ep) must divide the experts' hidden size and width: AutoModel shards "
+    "expert weights on dim 1 and FSDP2 refuses an uneven split there", needs=("model",))
 STAGES_EXCEED_LAYERS = register(
     "am-r34-stages-exceed-layers", ERROR, "distributed.pp_size",
     "pipeline stages (pp · stages per rank) cannot exceed the layer count", automodel=("R34",), needs=("model",))

@@ -16,6 +16,7 @@ CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from automodel_dist.catalog.specs import ModelSpec
@@ -26,7 +27,7 @@ from automodel_dist.cost.throughput import generation
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
-from automodel_dist.targets.megatron_bridge.fields import config_fields
+from automodel_dist.targets.megatron_bridge.fields import PRECISION_FIELDS, config_fields, precision_recipe
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
@@ -84,7 +85,8 @@ def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...]
     """The narrowest module set that fits, and why (megatron-bridge.md §10: narrowest first, one label at a
     time). Labels join in the order of the peak memory each frees per second of forward it replays
     (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
-    options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective"))
+    options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective",
+                                                             precision=precision(problem)[0]))
     peaks: dict[tuple[str, ...], float] = {}  # the ladder's measures: no recompute, and each label alone
     ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model), peaks)
     if not ladder:
@@ -292,16 +294,40 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
     return s.with_(**changes), why
 
 
+@dataclass(frozen=True)
+class MixedPrecision:
+    """The MixedPrecisionConfig fields an override set runs with that the cost model reads: FP8 on (its format) or
+    off, the FP8 scaling recipe, and the DDP gradient buffer's dtype (mixed_precision.setup copies
+    grad_reduce_in_fp32 into the DDP config)."""
+
+    fp8: str | None = None
+    fp8_recipe: str = "tensorwise"
+    grad_reduce_in_fp32: bool = True  # MixedPrecisionConfig's default
+
+
+# Megatron-Bridge's fp8_recipe -> the cost model's FP8 scaling (delayed scaling is per-tensor, like current scaling)
+COST_FP8_RECIPES = {"tensorwise": "tensorwise", "delayed": "tensorwise", "blockwise": "blockwise", "mxfp8": "mxfp8"}
+
+
+def mixed_precision(s: MegatronSettings) -> MixedPrecision:
+    """The mixed precision the settings run with: the named recipe's fields (or the recipe's own
+    MixedPrecisionConfig object's, precision None), each field the set gives replacing it."""
+    named = precision_recipe(s.precision) if s.precision is not None else None
+    given = {name: getattr(s, name) for name in PRECISION_FIELDS if getattr(s, name) is not None}
+    return replace(MixedPrecision(**(named or {})), **given)
+
+
 def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> RecipeOptions:
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, and
-    the FP8 recipe the precision choice writes, and the CUDA graphs the settings capture (as
-    benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
-    fp8 = precision(problem)[0]
+    the settings' mixed precision: its FP8 recipe and gradient-buffer dtype, and the CUDA graphs the settings capture
+    (as benchmarks/calibration_data.py describes Megatron-Bridge rows)."""
+    mp = mixed_precision(s)
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
-                         fp8_recipe="mxfp8" if "mxfp8" in fp8 else "blockwise" if "subchannel" in fp8 else "tensorwise",
+                         fp8_recipe=COST_FP8_RECIPES.get(mp.fp8_recipe, "tensorwise"),
+                         reduce_dtype="float32" if mp.grad_reduce_in_fp32 else "bfloat16",
                          recompute_modules=recomputed_modules(s),
                          cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope))
 

@@ -26,15 +26,23 @@ from automodel_dist.compiler import (
 )
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
+from automodel_dist.cost.model import estimate_layout
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Finding, Report, locate_all
+from automodel_dist.findings import ERROR, Finding, Report, locate_all
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import memory_limit_gib, plan
-from automodel_dist.problem import Problem
+from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.targets import MEGATRON_BRIDGE
-from automodel_dist.targets.megatron_bridge.choose import decide, dispatcher_of, env_vars, layout_dispatcher
+from automodel_dist.targets.megatron_bridge.choose import (
+    cost_options,
+    decide,
+    dispatcher_of,
+    env_vars,
+    layout_dispatcher,
+    mixed_precision,
+)
 from automodel_dist.targets.megatron_bridge.emit import (
     hydra_overrides,
     hydra_value,
@@ -46,20 +54,21 @@ from automodel_dist.targets.megatron_bridge.fields import config_fields as recip
 from automodel_dist.targets.megatron_bridge.fields import recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import (
+    HydraOverride,
     flat_overrides,
     hydra_file,
-    hydra_key,
     megatron_layout,
     parse_overrides,
+    read_hydra,
 )
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
-from automodel_dist.targets.megatron_bridge.rules import check_keys, check_overrides, check_sbatch
+from automodel_dist.targets.megatron_bridge.rules import check_appends, check_keys, check_overrides, check_sbatch
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import read_sbatch
+from automodel_dist.validate import memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
-from automodel_dist.yamlio import load_document, parse_document, source_text, to_plain
+from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 
@@ -241,15 +250,20 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
                          hint="e.g. deepseek_v3_pretrain_config (the function the overrides apply to)")
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
-    override, flat, hydra, locate, filename = _read_overrides(source, world_size, recipe_values(recipe))
+    read = _read_overrides(source, world_size, recipe_values(recipe))
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    findings = check_keys(flat, recipe if recipe in recipe_fields().recipes else None, hydra=hydra)
-    findings += check_overrides(override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    known = recipe if recipe in recipe_fields().recipes else None
+    findings = check_keys(read.flat, known, hydra=read.hydra is not None)
+    if read.hydra is not None:
+        findings += check_appends(read.hydra, known, read.lines)
+    findings += check_overrides(read.override, model=spec, cluster=cluster, task=recipe_task(recipe))
+    if spec is not None and cluster is not None and not any(f.severity == ERROR for f in findings):
+        findings += _memory_fit(read.override, spec, cluster, recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)
@@ -257,31 +271,74 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))
     if cluster is None:
-        findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain) skipped: no GPU",
-                                          path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
-    return Report(findings=locate(findings), source=filename)
+        findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain, memory fit) skipped: "
+                                          "no GPU", path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
+    return Report(findings=read.locate(findings), source=read.filename)
+
+
+def override_problem(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> Problem:
+    """The job an override set describes, for the cost model: its sequence length, global batch, packing, LoRA
+    rank and precision (FP8 where its mixed precision turns FP8 on), with no memory headroom."""
+    s, lay = override.settings, override.layout
+    training = TrainingSpec(task=task or "pretrain", seq_length=s.packed_sequence_size or s.seq_length,
+                            global_batch_size=lay.global_batch_size,
+                            packed_sequences=s.packed_sequence_size is not None,
+                            precision="fp8" if mixed_precision(s).fp8 else "bf16",
+                            peft_rank=s.peft_dim if task == "peft" else None)
+    return Problem(model=model, cluster=cluster, training=training, memory_headroom=0.0)
+
+
+def _memory_fit(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> list[Finding]:
+    """Does the override set's estimated peak fit the GPU? (the Megatron cost profile on the set's own settings,
+    the recipe's where the set leaves a key out: its recompute, EP overlap, gradient-buffer dtype, FP8 recipe)."""
+    problem = override_problem(override, model, cluster, task)
+    estimate = estimate_layout(problem, override.layout,
+                               options=cost_options(problem, override.layout, override.settings))
+    if estimate.fits:
+        return []
+    remedies = ["selective recompute (model.recompute_granularity=selective with model.recompute_modules)"] \
+        if override.settings.recompute_granularity is None else []
+    if mixed_precision(override.settings).grad_reduce_in_fp32:
+        remedies.append("a bf16 gradient buffer (mixed_precision.grad_reduce_in_fp32=false, as the performance "
+                        "recipes run)")
+    remedies.append("shard more (TP, PP, CP, EP); `automodel-dist compile --target megatron-bridge` searches these")
+    return [memory_fit_finding(estimate, cluster.gpu, remedies, path="")]
 
 
 Locator = Callable[[list[Finding]], list[Finding]]
 
 
-def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
-                    ) -> tuple[OverrideSet, dict[str, Any], bool, Locator, str]:
-    """The override set on the recipe's values `base`, its own {dotted key: value}, whether it is a Hydra list,
+@dataclass(frozen=True)
+class ReadOverrides:
+    """An override set as validate reads it: the set on the recipe's values, its own {dotted key: value}, its
+    Hydra items in order (None: a YAML file or mapping) with each one's line in its file (none for an API list),
     what places its findings at their lines, and the name of the file it came from."""
+
+    override: OverrideSet
+    flat: dict[str, Any]
+    hydra: list[HydraOverride] | None
+    lines: list[int] | None
+    locate: Locator
+    filename: str
+
+
+def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> ReadOverrides:
     if isinstance(source, Sequence) and not isinstance(source, str):
         items = _hydra_list(source)
-        return (parse_overrides(items, world_size=world_size, base=base), flat_overrides(items), True, list,
-                "<overrides>")
+        return ReadOverrides(parse_overrides(items, world_size=world_size, base=base), flat_overrides(items),
+                             read_hydra(items), None, list, "<overrides>")
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
         text, filename = source_text(source, what="overrides")
-        lines = hydra_file(text)
+        lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
+            refuse_dotted_keys(doc)
         else:
-            line_of = {hydra_key(item): number for number, item in lines}  # the last of a repeated key wins
+            numbers, items = [number for number, _ in lines], [item for _, item in lines]
+            hydra = read_hydra(items)
+            line_of = {item.key: number for number, item in zip(numbers, hydra, strict=True)}  # the last one wins
 
             def where(path: str) -> str:
                 return f"{filename}:{line_of[path]}:1" if path in line_of else filename
@@ -290,14 +347,34 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]
                 return [f.located(line_of[f.path], 1) if f.line is None and f.path in line_of else f
                         for f in findings]
 
-            items = [item for _, item in lines]
             override = parse_overrides(items, world_size=world_size, where=where, base=base)
-            return override, flat_overrides(items), True, locate, filename
+            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename)
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
-    return (parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), False,
-            lambda findings: locate_all(doc, findings), doc.filename)
+    return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
+                         lambda findings: locate_all(doc, findings), doc.filename)
+
+
+def refuse_dotted_keys(doc: Document) -> None:
+    """A YAML override file nests its keys: Megatron-Bridge's merge (OmegaConf) takes a dotted key
+    (`model.tensor_model_parallel_size: 2`) as one key no config field has, logs that it skips it, and trains
+    without the value. (A mapping given to the API is read with dotted keys as nested ones.)"""
+    def walk(data: Any, at: tuple[str, ...]) -> None:
+        if not isinstance(data, Mapping):
+            return
+        for key, value in data.items():
+            path = (*at, str(key))
+            if "." in str(key):
+                parts = [*at, *str(key).split(".")]
+                nested = "".join(f"{part}: {{" for part in parts[:-1]) + f"{parts[-1]}: ..." + "}" * (len(parts) - 1)
+                raise InputError(f"{key!r} is one key to Megatron-Bridge's YAML merge, not a dotted path: it finds "
+                                 f"no field {key!r}, skips it ('Key '{key}' in overrides not found in config object "
+                                 "...'), and trains without the value", where=doc.where(path),
+                                 hint=f"nest it: {nested} (or use the Hydra key=value form)")
+            walk(value, path)
+
+    walk(doc.data, ())
 
 
 def _hydra_list(items: Sequence[Any]) -> list[str]:

@@ -18,7 +18,7 @@ the installed package's recipes; tests/test_mbridge_fields_oracle.py checks it).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -31,6 +31,10 @@ SOURCE = ("dataclasses.fields of each recipe function's ConfigContainer and of e
           "megatron-bridge 0.6.2 / megatron-core 0.19.2")
 TARGET = "_target_"  # a mapping with it is instantiated (megatron.bridge.utils.instantiate_utils.instantiate)
 ANY = "*"  # a field that holds a mapping: any key
+ALL_RECIPES = "*"  # hydra.unset's entry for the None leaves every recipe has
+# The MixedPrecisionConfig fields the target reads (the cost model's FP8 recipe and gradient-buffer dtype), recorded
+# for every named precision recipe (megatron.bridge.training.mixed_precision.MIXED_PRECISION_RECIPES)
+PRECISION_FIELDS = ("fp8", "fp8_recipe", "grad_reduce_in_fp32")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class ConfigFields:
     recipes: Mapping[str, Mapping[str, str | None]]
     classes: Mapping[str, Mapping[str, Any]]
     values: Mapping[str, Mapping[str, Any]]  # each recipe's values at the keys the target models
+    # what Megatron-Bridge lets Hydra override: {"excluded": {recipe: [fields left out]}, "unset": {recipe or
+    # ALL_RECIPES: [None leaves]}}
+    hydra: Mapping[str, Mapping[str, Sequence[str]]]
+    precisions: Mapping[str, Mapping[str, Any]]  # {precision recipe name: {PRECISION_FIELDS field: value}}
 
     def root(self, recipe: str | None) -> Mapping[str, str | None]:
         """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
@@ -59,11 +67,22 @@ class ConfigFields:
     def target(self, cls: str) -> str:
         return self.classes[cls]["target"]
 
+    def unset(self, recipe: str) -> frozenset[str]:
+        """The leaves of the recipe's config that are None (where Hydra's `+key` appends)."""
+        return frozenset((*self.hydra["unset"][ALL_RECIPES], *self.hydra["unset"][recipe]))
+
 
 @cache
 def config_fields() -> ConfigFields:
     data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
-    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"])
+    return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"], hydra=data["hydra"],
+                        precisions=data["precisions"])
+
+
+def precision_recipe(name: str) -> Mapping[str, Any] | None:
+    """The PRECISION_FIELDS of a named mixed-precision recipe (Megatron-Bridge takes `-` for `_`), None for a name
+    it does not register."""
+    return config_fields().precisions.get(name.replace("-", "_"))
 
 
 def recipe_values(recipe: str | None) -> Mapping[str, Any]:
@@ -87,19 +106,27 @@ class KeyProblem:
     hint: str
     prefix: str  # the key up to that part
     missing_section: bool = False  # the recipe leaves this section None
+    section_value: bool = False  # a value given for a section every recipe holds an object in (`model: 5`)
     missing_required: tuple[str, ...] = ()  # the fields a `_target_` class cannot be built without
+
+
+def _built(fields: ConfigFields, flat: Mapping[str, Any]) -> dict[str, str | None]:
+    """{section: class (None: one not known here)} of every section the override builds with `_target_`."""
+    by_target = {kind["target"]: name for name, kind in fields.classes.items()}
+    return {path.rsplit(".", 1)[0]: by_target.get(str(value)) for path, value in flat.items()
+            if path.endswith("." + TARGET)}
 
 
 def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
     """Every dotted key of `flat` ({dotted key: value}) the recipe's ConfigContainer has no field for, in order.
-    A section the override builds (`<section>._target_: <class>`) takes that class's fields."""
+    A section the override builds (`<section>._target_: <class>`) takes that class's fields; a section every recipe
+    holds an object in takes no value."""
     fields = config_fields()
-    by_target = {kind["target"]: name for name, kind in fields.classes.items()}
-    built = {path.rsplit(".", 1)[0]: by_target.get(str(value)) for path, value in flat.items()
-             if path.endswith("." + TARGET)}
+    built = _built(fields, flat)
+    root = fields.root(recipe)
     out, seen = [], set()
-    for path in flat:
-        problem = _walk(fields, fields.root(recipe), path, built)
+    for path, value in flat.items():
+        problem = _walk(fields, root, path, built) or _section_value(fields, root, path, value)
         if problem is not None and problem.prefix not in seen:  # one finding per unknown section
             seen.add(problem.prefix)
             out.append(problem)
@@ -110,6 +137,17 @@ def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem
             out.append(KeyProblem(f"{section}.{TARGET}", TARGET, cls or "", "add " + ", ".join(
                 f"{section}.{name}" for name in missing), f"{section}.{TARGET}", missing_required=missing))
     return out
+
+
+def _section_value(fields: ConfigFields, root: Mapping[str, str | None], path: str, value: Any) -> KeyProblem | None:
+    """A top-level key every recipe holds a config object in (model, train, ddp ...) given a value: the merge puts the
+    value in the object's place (`'int' object has no attribute 'tensor_model_parallel_size'`). Sections some recipe
+    holds a value in (a precision recipe's name, a None comm_overlap) take values."""
+    classes = {root.get(path) for root in fields.recipes.values()}
+    if "." in path or isinstance(value, Mapping) or None in classes or ANY in classes:
+        return None
+    return KeyProblem(path, path, str(root[path]), f"set fields under it ({path}.<field>: <value>), or remove {path}",
+                      path, section_value=True)
 
 
 def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
@@ -139,3 +177,72 @@ def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
                               here, missing_section=True)
         level, owner = fields.classes[kind]["fields"], kind
     return None
+
+
+@dataclass(frozen=True)
+class AppendProblem:
+    """A Hydra item whose prefix Hydra refuses: `missing` (a field of the config that is not in what Hydra sees, so
+    it needs `+`), else `present` (`+` on a key that already holds a value). `why`: what keeps a missing key out."""
+
+    index: int  # the item's place in the list
+    path: str
+    missing: bool
+    why: str = ""
+
+
+def append_problems(items: Sequence[tuple[str, str, Any]], recipe: str | None) -> list[AppendProblem]:
+    """Hydra's verdict on the `+` of each (prefix, dotted key, value) of an override list, applied in order as
+    Hydra applies them (hydra._internal.config_loader_impl._apply_overrides_to_config, struct mode):
+    - no prefix: the key must be in the config Megatron-Bridge hands Hydra (its ConfigContainer without the fields
+      OmegaConf cannot hold, e.g. a LoRA `peft`), or be put there by an earlier item;
+    - `+`: the key must hold None (absent, or a None value) unless the value is a list or a mapping;
+    - `++`: always accepted.
+    Keys no field takes, and sections the recipe leaves None, are key_problems' (not judged here); so is every key
+    of a recipe not known here, and a key inside a mapping field (its keys are not recorded)."""
+    fields = config_fields()
+    if recipe not in fields.recipes:
+        return []
+    root, excluded, unset = fields.recipes[recipe], fields.hydra["excluded"][recipe], fields.unset(recipe)
+    built = _built(fields, {path: value for _, path, value in items})
+    placed: dict[str, Any] = {}  # what earlier items put into the config
+    out = []
+    for index, (prefix, path, value) in enumerate(items):
+        seen = True if path in placed else _seen_by_hydra(fields, root, path, excluded, unset)
+        if prefix == "" and seen is False and _walk(fields, root, path, built) is None:
+            out.append(AppendProblem(index, path, True, _kept_out(path, excluded)))
+        elif prefix == "+" and seen is True and not isinstance(value, (list, dict)):
+            holds_none = placed[path] is None if path in placed else path in unset
+            if not holds_none:
+                out.append(AppendProblem(index, path, False))
+        placed[path] = value
+    return out
+
+
+def _seen_by_hydra(fields: ConfigFields, root: Mapping[str, str | None], path: str, excluded: Sequence[str],
+                   unset: frozenset[str]) -> bool | None:
+    """Whether `path` is in the config Hydra overrides (None: not known, a key inside a mapping field)."""
+    parts = path.split(".")
+    level: Mapping[str, Any] = root
+    for i, part in enumerate(parts):
+        here = ".".join(parts[: i + 1])
+        if here in excluded or part not in level:
+            return False
+        kind = level[part]
+        if i == len(parts) - 1:
+            return True
+        if kind == ANY:
+            return None
+        if kind is None or here in unset:  # a value, or a section this recipe leaves None
+            return False
+        level = fields.classes[kind]["fields"]
+    return True
+
+
+def _kept_out(path: str, excluded: Sequence[str]) -> str:
+    """Why a field of the config is not in what Hydra sees."""
+    left = next((field for field in excluded if path == field or path.startswith(field + ".")), None)
+    if left is not None:
+        return (f"Megatron-Bridge leaves {left} out of the config it hands Hydra (an object OmegaConf cannot hold) "
+                "and sets the appended keys on it afterwards")
+    section = path.rsplit(".", 1)[0]
+    return f"the recipe's {section} is None, so every key of the {section} the list builds is appended"

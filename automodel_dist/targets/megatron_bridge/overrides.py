@@ -62,7 +62,12 @@ class MegatronSettings:
     recompute_modules: tuple[str, ...] | None = None
     cuda_graph_impl: str = "none"
     cuda_graph_scope: tuple[str, ...] = ()
-    precision: str = "bf16_mixed"
+    # the mixed-precision recipe's name; None: the recipe's own MixedPrecisionConfig object, whose fields the three
+    # below hold (each None elsewhere: the named recipe's value, fields.precision_recipe)
+    precision: str | None = "bf16_mixed"
+    grad_reduce_in_fp32: bool | None = None
+    fp8: str | None = None
+    fp8_recipe: str | None = None
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -89,9 +94,6 @@ class MegatronSettings:
         kind, a tenth of a Megatron compile that decides the settings of tens of thousands of layouts)."""
         return MegatronSettings(**{**vars(self), **changes})
 
-    @property
-    def is_fp8(self) -> bool:
-        return self.precision != "bf16_mixed"
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,9 @@ KEYS: tuple[Key, ...] = (
     _k("rng.te_rng_tracker", "te_rng_tracker"),
     _k("rerun_state_machine.check_for_nan_in_loss", "check_for_nan_in_loss"),
     _k("mixed_precision", "precision"),
+    _k("mixed_precision.grad_reduce_in_fp32", "grad_reduce_in_fp32"),
+    _k("mixed_precision.fp8", "fp8"),
+    _k("mixed_precision.fp8_recipe", "fp8_recipe"),
     _k("model.seq_length", "seq_length"),
     _k("dataset.seq_length", "seq_length"),
     _l("train.micro_batch_size", "micro_batch_size"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from automodel_dist import limits
@@ -26,11 +27,13 @@ INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size"
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
-                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target"})
+                      "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target", "grad_reduce_in_fp32",
+                      "fp8", "fp8_recipe"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
-                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective"})
+                         "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective",
+                         "grad_reduce_in_fp32"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
@@ -38,7 +41,7 @@ SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WO
                **dict.fromkeys(("seq_length", "packed_sequence_size", "pad_seq_to_mult"), limits.SEQ_LENGTH),
                **dict.fromkeys(("peft_dim", "peft_alpha"), limits.WIDTH),
                **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
-_HYDRA = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
+_HYDRA = re.compile(r"^(?P<prefix>\+{0,2})(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -76,23 +79,32 @@ def hydra_scalar(text: str) -> Any:
         return text
 
 
-def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[str, Any]:
-    """A `key=value` list as a flat {dotted key: value} (the last of a repeated key wins, as in Hydra)."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class HydraOverride:
+    """One `[+|++]key=value` item as written: Hydra's prefix ("+" appends a key the config lacks, "++" adds or
+    overrides, none overrides a key the config has), the dotted key, the value, and the item's text."""
+
+    prefix: str
+    key: str
+    value: Any
+    text: str
+
+
+def read_hydra(overrides: Sequence[str], where: str = "overrides") -> list[HydraOverride]:
+    """Each item of a `key=value` list, in order; one that is not `[+|++]key=value` is an InputError."""
+    out = []
     for i, item in enumerate(overrides):
-        match = _HYDRA.match(item.strip())
+        text = item.strip()
+        match = _HYDRA.match(text)
         if not match:
-            raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]",
-                             hint="write key=value, e.g. model.tensor_model_parallel_size=2")
-        out[match["key"]] = hydra_scalar(match["value"])
+            raise InputError(f"not a Hydra override: {item!r}", where=f"{where}[{i}]", hint=_misfit(text))
+        out.append(HydraOverride(match["prefix"], match["key"], hydra_scalar(match["value"]), text))
     return out
 
 
-def hydra_key(item: str) -> str:
-    """The dotted key of one `[+]key=value` override (the caller has matched it)."""
-    match = _HYDRA.match(item.strip())
-    assert match is not None
-    return match["key"]
+def hydra_mapping(overrides: Sequence[str], where: str = "overrides") -> dict[str, Any]:
+    """A `key=value` list as a flat {dotted key: value} (the last of a repeated key wins, as in Hydra)."""
+    return {item.key: item.value for item in read_hydra(overrides, where)}
 
 
 def _typed(key: Key, value: Any, where: str) -> Any:
@@ -140,18 +152,34 @@ def megatron_layout(world_size: int, *, tp: int = 1, pp: int = 1, vpp: int = 1, 
                   dispatcher=dispatcher)
 
 
-def hydra_file(text: str) -> list[tuple[int, str]] | None:
+# A line written as a Hydra override, well-formed or not: a deletion, or a key and `=` (spaces around it too).
+_HYDRA_LIKE = re.compile(r"^(~|\+{0,2}[A-Za-z_][A-Za-z0-9_.\-]*\s*=)")
+
+
+def hydra_file(text: str, filename: str = "overrides") -> list[tuple[int, str]] | None:
     """(line number, override) of every line of a Hydra override list (`compile --format hydra` writes one;
-    `#` comments and blank lines aside), or None when a line is not `key=value` (the file is YAML)."""
-    items = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not _HYDRA.match(stripped):
-            return None
-        items.append((number, stripped))
-    return items or None
+    `#` comments and blank lines aside), or None when no line is one (the file is YAML). A list with a line
+    that is not `[+|++]key=value` is an InputError at that line."""
+    lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)]
+    lines = [(number, line) for number, line in lines if line and not line.startswith("#")]
+    if not any(_HYDRA_LIKE.match(line) for _, line in lines):
+        return None
+    for number, line in lines:
+        if not _HYDRA.match(line):
+            raise InputError(f"not a Hydra override: {line!r}", where=f"{filename}:{number}:1", hint=_misfit(line))
+    return lines or None
+
+
+def _misfit(line: str) -> str:
+    """How to write one line of a Hydra list that is not `[+|++]key=value`."""
+    if line.startswith("~"):
+        return ("remove the line: ~key deletes the key from the config Hydra sees, and Megatron-Bridge then keeps "
+                "the recipe's value")
+    if re.match(r"^\+{0,2}[A-Za-z_][A-Za-z0-9_.]*\s+=", line):
+        fixed = re.sub(r"\s*=\s*", "=", line, count=1)
+        return f"no spaces around '=' (Hydra's grammar refuses 'a.b = 2'): write {fixed}"
+    return ("write one [+|++]key=value per line, e.g. model.tensor_model_parallel_size=2 (a file of Hydra items takes "
+            "no YAML lines)")
 
 
 def flat_overrides(source: Document | Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
@@ -177,12 +205,21 @@ def _usable(base: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _kept(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's values an override set leaves in place: not those under a key it sets to a name (a precision
+    recipe's name replaces the recipe's MixedPrecisionConfig object, and its fields with it; any other value in a
+    section's place is the rules' mb-section-value)."""
+    names = [key for key, value in own.items() if isinstance(value, str)]
+    return {path: value for path, value in base.items() if not any(path.startswith(key + ".") for key in names)}
+
+
 def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, world_size: int,
                     where: Callable[[str], str] | None = None, base: Mapping[str, Any] | None = None) -> OverrideSet:
     """Read an override set on `world_size` GPUs (a loaded YAML document, a mapping, or a Hydra list);
     `where(dotted key)` places a bad value (a YAML document's keys are placed by the document). `base`: the
     recipe's own values (fields.recipe_values), which a key the set leaves out keeps."""
-    flat = {**_usable(base or {}), **flat_overrides(source)}
+    own = flat_overrides(source)
+    flat = {**_kept(_usable(base or {}), own), **own}
     doc = source if isinstance(source, Document) else None
     locate = where or (doc.where if doc else (lambda path: path))
     layout_values: dict[str, Any] = {}
@@ -196,6 +233,8 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
         if layout_values.get(name, 0) is None:
             layout_values[name] = 1
     settings_values["comm_overlap"] = any(path.startswith("comm_overlap.") for path in flat)
+    if "mixed_precision" not in flat and any(path.startswith("mixed_precision.") for path in flat):
+        settings_values["precision"] = None  # the recipe's MixedPrecisionConfig object, its fields as read
     settings = MegatronSettings(**settings_values)
     moe = "model.moe_token_dispatcher_type" in flat
     layout_values["dispatcher"] = layout_dispatcher(settings.dispatcher_type, settings.flex_backend) if moe else None

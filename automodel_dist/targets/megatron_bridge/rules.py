@@ -14,11 +14,12 @@ at least 2.12 (the version the skills' graph + delayed-wgrad rules ask for), so 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import capability_major, ep_group_in_domain
 from automodel_dist.findings import ERROR, WARNING, Finding
@@ -26,7 +27,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.rules import launch
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
-from automodel_dist.targets.megatron_bridge.fields import key_problems
+from automodel_dist.targets.megatron_bridge.fields import append_problems, config_fields, key_problems, precision_recipe
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_IMPLS,
@@ -36,6 +37,9 @@ from automodel_dist.targets.megatron_bridge.overrides import (
     MegatronSettings,
     OverrideSet,
 )
+
+if TYPE_CHECKING:
+    from automodel_dist.targets.megatron_bridge.parse import HydraOverride
 
 TARGET = "megatron-bridge"
 
@@ -137,6 +141,8 @@ GRAPH_PACKED_ATTN = _rule("mb-cuda-graph-packed-attn", ERROR, "cuda_graph_scope"
 GRAPH_MOE_RECOMPUTE = _rule("mb-cuda-graph-moe-recompute", ERROR, "recompute_modules",
                             "moe recompute does not go with a moe_router TE graph")
 
+PRECISION_RECIPE = _rule("mb-precision-recipe", ERROR, "precision",
+                         "mixed_precision names a precision recipe Megatron-Bridge registers")
 # -- fine-tuning (the sft/peft recipes: ConfigContainer.validate on an SFT dataset, and PEFT) --------------------
 FINETUNE_CP_LOSS = _rule("mb-finetune-cp-per-token-loss", ERROR, "per_token_loss",
                          "fine-tuning with CP > 1 needs calculate_per_token_loss (masked-only ranks divide by 0)")
@@ -151,8 +157,21 @@ UNKNOWN_KEY = _rule("mb-unknown-key", ERROR, "", "every key must be a field of t
 SECTION_MISSING = _rule("mb-section-missing", ERROR, "",
                         "keys under a section the recipe leaves None (comm_overlap, peft) need the override to build "
                         "it (_target_)")
+SECTION_VALUE = _rule("mb-section-value", ERROR, "",
+                      "a section every recipe holds a config object in (model, train, ddp ...) takes its fields, "
+                      "not a value")
 TARGET_REQUIRED = _rule("mb-target-required", ERROR, "",
                         "a section built with _target_ must give the fields its class has no default for")
+APPEND_MISSING = _rule("mb-hydra-append-missing", ERROR, "",
+                      "in a Hydra list, a key the config Megatron-Bridge hands Hydra lacks is appended with + (the "
+                      "LoRA keys, a comm_overlap the list builds): without it Hydra refuses the list")
+APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
+                       "in a Hydra list, + appends only where the key holds nothing: on a key with a value Hydra "
+                       "refuses the list (write it without +, or ++ to add or override)")
+HYDRA_DUPLICATE = _rule("mb-hydra-duplicate-key", WARNING, "",
+                        "a key set twice in a Hydra list: Hydra applies both, the later value wins")
+HYDRA_EMPTY = _rule("mb-hydra-empty-value", WARNING, "",
+                    "`key=` with nothing after `=` sets the key to the empty string in Hydra, not to None")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
                         "PEFT needs the pretrained checkpoint its adapters train on")
 
@@ -549,6 +568,19 @@ def _cuda_graphs(c: Context) -> list[Finding]:
 
 
 @check
+def _precision(c: Context) -> list[Finding]:
+    """get_mixed_precision_config: a name it does not register is a ValueError listing the names (with `-` or `_`)."""
+    name = c.s.precision
+    if name is None or precision_recipe(name) is not None:
+        return []
+    names = list(config_fields().precisions)
+    spelled = sorted({*names, *(n.replace("_", "-") for n in names)})
+    return [PRECISION_RECIPE.finding(
+        f"Unknown mixed-precision recipe '{name.replace('-', '_')}'. Available recipes: {', '.join(spelled)}.",
+        hint=f"name a registered recipe{did_you_mean(name.replace('-', '_'), names)}, e.g. bf16_mixed")]
+
+
+@check
 def _finetune(c: Context) -> list[Finding]:
     lay, s, out = c.layout, c.s, []
     if c.finetune and lay.cp > 1:
@@ -593,6 +625,11 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
                 f"{p.owner} has no default for {', '.join(p.missing_required)}: Megatron-Bridge cannot build it "
                 f"('Failed to instantiate {section} from _target_'), so {section} stays a plain dict its "
                 "validation then fails on (''dict' object has no attribute ...')", path=p.path, hint=p.hint))
+        elif p.section_value:
+            value = flat[p.path]
+            out.append(SECTION_VALUE.finding(
+                f"{p.path} is the recipe's {p.owner}, not a value: Megatron-Bridge puts {value!r} in its place and "
+                f"then fails on it ('{type(value).__name__}' object has no attribute ...)", path=p.path, hint=p.hint))
         elif p.missing_section:
             theirs = (f"'Could not override '{p.path}''" if hydra else
                       f"the YAML merge makes {p.field} a plain dict its validation then fails on "
@@ -606,6 +643,41 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
                       f"skips it ({skipped})" if hydra else f"it trains without it ({skipped})")
             out.append(UNKNOWN_KEY.finding(f"{p.owner} has no field {p.field!r}; Megatron-Bridge: {theirs}",
                                            path=p.path, hint=p.hint))
+    return out
+
+
+def check_appends(items: Sequence[HydraOverride], recipe: str | None,
+                  lines: Sequence[int] | None = None) -> list[Finding]:
+    """A finding per item of a Hydra list whose `+` Hydra refuses (fields.append_problems), in Hydra's words, and
+    a warning per key set again or left empty (`key=`), which Hydra accepts; `lines`: each item's line in its file
+    (a repeated key is placed at the later item)."""
+    out = []
+    for p in append_problems([(item.prefix, item.key, item.value) for item in items], recipe):
+        text = items[p.index].text
+        if p.missing:
+            finding = APPEND_MISSING.finding(
+                f"Could not override '{p.path}'. To append to your config use +{text} ({p.why})",
+                path=p.path, hint=f"write +{text}")
+        else:
+            bare = text.lstrip("+")
+            finding = APPEND_PRESENT.finding(
+                f"Could not append to config. An item is already at '{p.path}'. Either remove + prefix: '{bare}' Or "
+                f"add a second + to add or override '{p.path}': '++{bare}'",
+                path=p.path, hint=f"write {bare}: the key already holds a value (the recipe's, or an earlier item's)")
+        out.append(finding.located(lines[p.index], 1) if lines else finding)
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        where = f"line {lines[first[item.key]]}" if lines and item.key in first else "an earlier item"
+        if item.key in first:
+            finding = HYDRA_DUPLICATE.finding(
+                f"{item.key} is set again ({where} set it too): Hydra applies both, the later value wins",
+                path=item.key, hint="keep one item per key")
+            out.append(finding.located(lines[index], 1) if lines else finding)
+        first.setdefault(item.key, index)
+        if item.value == "" and item.text.endswith("="):
+            finding = HYDRA_EMPTY.finding(f"{item.text} sets {item.key} to the empty string ''",
+                                          path=item.key, hint=f"give a value, or write {item.key}=null for None")
+            out.append(finding.located(lines[index], 1) if lines else finding)
     return out
 
 

@@ -1,0 +1,86 @@
+"""Mixed precision an override set leaves out runs at the recipe's own (data/megatron_bridge/config_fields.json): a
+recipe function that holds a MixedPrecisionConfig object (21 of 46) is judged at its fields, one that names a
+precision recipe at that recipe's; the cost model reads the FP8 recipe and the gradient-buffer dtype from them, and
+`validate --gpu` judges the memory fit on them. Megatron-Bridge's own resolution of the same sets is checked in
+tests/test_mbridge_fields_oracle.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from automodel_dist import validate_recipe
+from automodel_dist.catalog.hardware import resolve_gpu
+from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.targets.megatron_bridge.choose import MixedPrecision, cost_options, mixed_precision
+from automodel_dist.targets.megatron_bridge.compile import model_for_recipe, override_problem
+from automodel_dist.targets.megatron_bridge.fields import config_fields, precision_recipe, recipe_values
+from automodel_dist.targets.megatron_bridge.parse import parse_overrides
+
+Q30 = "qwen3_30b_a3b_pretrain_config"  # a MixedPrecisionConfig object: bf16, gradients reduced in bf16
+Q8 = "qwen3_8b_pretrain_config"        # the same, on a dense model
+L8 = "llama31_8b_pretrain_config"      # names bf16_mixed (gradients reduced in fp32)
+MXFP8 = MixedPrecision(fp8="e4m3", fp8_recipe="mxfp8", grad_reduce_in_fp32=True)
+# (recipe, world, override set, the mixed precision it runs with)
+PRECISION_CASES: list[tuple[str, int, dict[str, Any], MixedPrecision]] = [
+    (Q30, 16, {}, MixedPrecision(grad_reduce_in_fp32=False)),
+    (Q30, 16, {"mixed_precision": "bf16_mixed"}, MixedPrecision()),
+    (Q30, 16, {"mixed_precision": "bf16_with_mxfp8_mixed"}, MXFP8),
+    (Q30, 16, {"mixed_precision.grad_reduce_in_fp32": True}, MixedPrecision()),
+    (Q8, 8, {}, MixedPrecision(grad_reduce_in_fp32=False)),
+    (L8, 8, {}, MixedPrecision()),
+    (L8, 8, {"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"},
+     MixedPrecision(fp8="hybrid", fp8_recipe="blockwise")),
+]
+
+
+def settings(recipe: str, world: int, flat: dict[str, Any]) -> Any:
+    return parse_overrides(flat, world_size=world, base=recipe_values(recipe)).settings
+
+
+@pytest.mark.parametrize(("recipe", "world", "flat", "expect"), PRECISION_CASES)
+def test_mixed_precision_left_out_is_the_recipes(recipe: str, world: int, flat: dict[str, Any],
+                                                 expect: MixedPrecision) -> None:
+    assert mixed_precision(settings(recipe, world, flat)) == expect
+
+
+def test_recipes_object_or_name_is_recorded() -> None:
+    fields = config_fields()
+    objects = [r for r, v in fields.values.items() if "mixed_precision.grad_reduce_in_fp32" in v]
+    named = [r for r, v in fields.values.items() if isinstance(v.get("mixed_precision"), str)]
+    assert len(objects) == 21 and len(named) == 25 and not set(objects) & set(named)
+    assert precision_recipe("bf16-mixed") == {"fp8": None, "fp8_recipe": "tensorwise", "grad_reduce_in_fp32": True}
+    assert precision_recipe("no_such_recipe") is None
+    assert settings(Q30, 16, {}).precision is None
+    assert settings(Q30, 16, {"mixed_precision": "bf16_mixed"}).grad_reduce_in_fp32 is None  # the object is replaced
+
+
+def test_cost_model_reads_the_gradient_buffer_and_fp8_recipe() -> None:
+    cluster = ClusterSpec(resolve_gpu("b200"), nodes=2, gpus_per_node=8)
+    model = model_for_recipe(Q30)
+    assert model is not None
+    for flat, reduce, fp8 in (({}, "bfloat16", "tensorwise"),
+                              ({"mixed_precision": "bf16_mixed"}, "float32", "tensorwise"),
+                              ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "float32", "mxfp8")):
+        override = parse_overrides(flat, world_size=16, base=recipe_values(Q30))
+        problem = override_problem(override, model, cluster, "pretrain")
+        options = cost_options(problem, override.layout, override.settings)
+        assert (options.reduce_dtype, options.fp8_recipe) == (reduce, fp8)
+        assert problem.training.precision == ("fp8" if fp8 == "mxfp8" else "bf16")
+
+
+def test_memory_fit_is_judged_at_the_recipes_precision() -> None:
+    """Qwen3-8B on 4 H100 without sharding fits with the recipe's bf16 gradient buffer (about 71 GiB), not with
+    bf16_mixed's fp32 one (about 86 GiB)."""
+    def errors(flat: dict[str, Any]) -> list[str]:
+        report = validate_recipe(flat, world_size=4, target="megatron-bridge", recipe_function=Q8, gpu="h100-80gb")
+        return [f.rule for f in report.errors]
+
+    assert errors({"train.global_batch_size": 1024}) == []
+    assert errors({"train.global_batch_size": 1024, "mixed_precision": "bf16_mixed"}) == ["memory-fit"]
+    report = validate_recipe({"mixed_precision": "bf16_mixed"}, world_size=4, target="megatron-bridge",
+                             recipe_function=Q8, gpu="h100-80gb")
+    [finding] = report.errors
+    assert "exceeds the" in finding.message and "gradients" in finding.message
+    assert "mixed_precision.grad_reduce_in_fp32=false" in finding.hint
