@@ -82,6 +82,8 @@ class Layout:
     def __post_init__(self) -> None:
         if isinstance(self.activation_checkpointing, bool):
             object.__setattr__(self, "activation_checkpointing", ac_mode(self.activation_checkpointing))
+        # computed once: the cost model's shard sizes read it dozens of times per layout estimated
+        object.__setattr__(self, "_dp", self._data_parallel_size())
 
     @property
     def checkpointed(self) -> bool:
@@ -91,6 +93,9 @@ class Layout:
     @property
     def dp(self) -> int:
         """Data-parallel size: explicit dp_size, else W // (tp·cp·pp) (MegatronFSDP: W // (tp·cp))."""
+        return self._dp
+
+    def _data_parallel_size(self) -> int:
         if self.dp_size is not None and self.dp_size > 0:
             return self.dp_size
         if self.strategy == "ddp":

@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -114,6 +112,8 @@ def _keep_previous(target: Path) -> Path | None:
     can put it back when a later file of the run fails: the recipe and its launch script stay a pair."""
     if not target.exists():
         return None
+    import secrets  # only when writing files: a compile to stdout does without it (and hashlib's start-up)
+
     link = target.parent / f"{_temp_prefix(target, os.getpid())}{secrets.token_hex(6)}.tmp"
     os.link(target, link)
     return link
@@ -183,6 +183,8 @@ def _check_target(target: Path, inputs: Sequence[Path], force: bool) -> None:
 
 def _write_temp(out: Output) -> Path:
     """The text in a new temporary file beside the target, on disk (fsync), with the target's permissions."""
+    import tempfile  # only when writing files: a compile to stdout does without it (and shutil's start-up)
+
     fd, name = tempfile.mkstemp(dir=out.path.parent, prefix=_temp_prefix(out.path, os.getpid()), suffix=".tmp")
     temp = Path(name)
     try:

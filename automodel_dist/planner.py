@@ -44,8 +44,9 @@ from automodel_dist.targets.automodel.model_classes import automodel_moe
 
 Checker = Callable[..., list[Finding]]
 Estimator = Callable[[Problem, Layout], Estimate]
-# (problem, layout, cannot_place) -> (fits, the estimate or None: not fitting, or ruled out by cannot_place)
-Screen = Callable[[Problem, Layout, Callable[[float, float], bool]], tuple[bool, Estimate | None]]
+# (problem, layout) -> (fits, the best value of the objective it could reach (smaller is better), its estimate
+# when asked)
+Screen = Callable[[Problem, Layout], tuple[bool, float, Callable[[], Estimate]]]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
@@ -196,12 +197,10 @@ class _Standing:
                     if len(self.by_structure) >= self.KEPT else float("inf")
                 self.improved = 0
 
-    def cannot_place(self, tokens_ceiling: float, peak_gib: float) -> bool:
-        if self.memory:
-            value = peak_gib * (1.0 - self.MARGIN)
-            return value > self.best * (1.0 + THROUGHPUT_TIE) and value > self.cutoff
-        ceiling = tokens_ceiling * (1.0 + self.MARGIN)
-        return ceiling < -self.best * (1.0 - THROUGHPUT_TIE) and -ceiling > self.cutoff
+    def cannot_place(self, best_case: float) -> bool:
+        """Whether a layout whose value (peak GiB, or minus tokens/s/GPU) is at best `best_case` ranks behind."""
+        value = best_case - abs(best_case) * self.MARGIN
+        return value > self.best + abs(self.best) * THROUGHPUT_TIE and value > self.cutoff
 
 
 class _Misses:
@@ -235,9 +234,11 @@ class _Misses:
 class Enumerator:
     """One pass over the space for one problem; records drops, estimates and the count considered.
 
-    With `screen` (the cost model's `estimate_unless`), fitting layouts that `_Standing` shows cannot
-    place are counted but not timed, and layouts that do not fit are timed only if nothing fits (in
-    their order, as an exhaustive search would have listed them)."""
+    With `screen` (the cost model's `screen_layout`), the walk only sorts layouts into fitting and not; the
+    fitting ones are then timed best case first (`time_fitting`), so the best values come early and
+    `_Standing` rules out the rest sooner; those it shows cannot place are counted but not timed. Layouts
+    that do not fit are timed only if nothing fits (in their order, as an exhaustive search would have
+    listed them)."""
 
     def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
                  screen: Screen | None = None) -> None:
@@ -247,7 +248,9 @@ class Enumerator:
         self.first_fit = first_fit
         self.screen = screen
         self.standing = _Standing(problem.objective == "memory")
-        self.unfit: list[Layout] = []  # not fitting, not yet timed (with `screen`)
+        self.unfit: list[tuple[Layout, Callable[[], Estimate]]] = []  # not fitting, not yet timed (with `screen`)
+        # fitting, not yet timed (with `screen`): (best case, order, layout, its estimate when asked)
+        self.untimed: list[tuple[float, int, Layout, Callable[[], Estimate]]] = []
         self.search = Search(problem)
         self.found_fit = False
         model, cluster = problem.model, problem.cluster
@@ -392,9 +395,26 @@ class Enumerator:
                 selective = (base, too_big)
             if self.first_fit and self.found_fit:
                 break
-        if self.screen is not None and not self.found_fit and not self.first_fit:
-            self.search.candidates = [Candidate(lay, self.estimate(self.p, lay)) for lay in self.unfit]
+        if self.screen is not None:
+            self.time_fitting()
+            if not self.found_fit and not self.first_fit:
+                self.search.candidates = [Candidate(lay, timed()) for lay, timed in self.unfit]
         return self.search
+
+    def time_fitting(self) -> None:
+        """Time the fitting layouts the screen passed, best case first, until `_Standing` shows the next cannot
+        place: its best case is the best of those left and the standing only tightens, so none of them can.
+        Candidates are kept in the walk's order, as an exhaustive search lists them."""
+        timed: list[tuple[int, Candidate]] = []
+        self.untimed.sort(key=lambda item: item[:2])
+        for done, (best_case, order, layout, timed_estimate) in enumerate(self.untimed):
+            if self.standing.cannot_place(best_case):
+                self.search.untimed_fits += len(self.untimed) - done
+                break
+            candidate = Candidate(layout, timed_estimate())
+            self.standing.add(candidate)
+            timed.append((order, candidate))
+        self.search.candidates = [candidate for _, candidate in sorted(timed, key=lambda item: item[0])]
 
     def walk_batches(self, base: dict, dp: int, known: _Misses) -> _Misses:
         """Judge the batch splits of one structure, micro batch ascending; return the splits that did not fit.
@@ -445,23 +465,18 @@ class Enumerator:
                     self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
             batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
             return "batch" if batch else "structural"
-        if self.screen is None:
-            est = self.estimate(self.p, layout)
-        else:
-            fit, est = self.screen(self.p, layout, self.standing.cannot_place)
-            if est is None and fit:
-                self.search.untimed_fits += 1
-                self.found_fit = True
-                return "fits"
-            if est is None:
-                self.unfit.append(layout)
+        if self.screen is not None:
+            fit, best_case, timed = self.screen(self.p, layout)
+            if not fit:
+                self.unfit.append((layout, timed))
                 return "too-big"
-        candidate = Candidate(layout, est)
-        self.search.candidates.append(candidate)
-        if fits(self.p, est):
+            self.untimed.append((best_case, self.search.considered, layout, timed))
             self.found_fit = True
-            if self.screen is not None:
-                self.standing.add(candidate)
+            return "fits"
+        candidate = Candidate(layout, self.estimate(self.p, layout))
+        self.search.candidates.append(candidate)
+        if fits(self.p, candidate.estimate):
+            self.found_fit = True
             return "fits"
         return "too-big"
 
@@ -565,9 +580,9 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     """
     screen = hopeless = None
     if estimate is None:  # the cost model's own bounds hold
-        from automodel_dist.cost.model import cannot_fit, estimate_unless
+        from automodel_dist.cost.model import cannot_fit, screen_layout
 
-        screen = None if exhaustive else estimate_unless
+        screen = None if exhaustive else screen_layout
         hopeless = cannot_fit
     check = check or _default_checker()
     estimate = estimate or _default_estimator()

@@ -8,9 +8,11 @@ process); exits 1 when the CPU time is over budget (on a loaded machine wall tim
 Compiles run with bytecode caching on, as an installed tool does (PYTHONDONTWRITEBYTECODE is dropped), after
 one warm-up run per scenario. Then the corner cases: intents at the input limits (262,144 GPUs, 16M tokens, a
 global batch of 2^20) with 99% of memory kept free, where nothing fits and the time goes to the search for
-what would make it fit (infeasible.py); printed, not held to the budget.
+what would make it fit (infeasible.py); printed, not held to the budget. Last, the Megatron-Bridge target's
+compile of DeepSeek-V3 on 256 GB200 (`--target megatron-bridge`, the hardware-config card's row): every
+layout's settings are decided with the recompute ladder, seconds rather than tenths; printed, not budgeted.
 
-    .venv/bin/python benchmarks/compile_speed.py [--repeat 3] [--only deepseek]
+    .venv/bin/python benchmarks/compile_speed.py [--repeat 3] [--only deepseek] [--no-corners] [--no-megatron]
 """
 
 from __future__ import annotations
@@ -34,11 +36,17 @@ SCENARIOS: tuple[tuple[str, str, int, int, int], ...] = (
 CORNERS: tuple[tuple[str, str, int, int, int], ...] = tuple(
     (model, "a100-40gb", 1 << 18, 1 << 24, 1 << 20) for model in ("Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3"))
 CORNER_HEADROOM = 0.99
+# (model, GPU, GPUs, seq, global batch, precision) compiled for the Megatron-Bridge target
+MEGATRON_SCENARIOS: tuple[tuple[str, str, int, int, int, str], ...] = (
+    ("deepseek-ai/DeepSeek-V3", "gb200-nvl72", 256, 4096, 8192, "fp8"),)
 
 
-def intent_text(model: str, gpu: str, gpus: int, seq: int, gbs: int, headroom: float | None = None) -> str:
-    return (f"model: {model}\nhardware:\n  gpu: {gpu}\n  nodes: {max(gpus // 8, 1)}\n  gpus_per_node: {min(gpus, 8)}\n"
+def intent_text(model: str, gpu: str, gpus: int, seq: int, gbs: int, headroom: float | None = None,
+                precision: str | None = None, per_node: int = 8) -> str:
+    return (f"model: {model}\nhardware:\n  gpu: {gpu}\n  nodes: {max(gpus // per_node, 1)}\n"
+            f"  gpus_per_node: {min(gpus, per_node)}\n"
             f"training:\n  task: pretrain\n  seq_length: {seq}\n  global_batch_size: {gbs}\n"
+            + ("" if precision is None else f"  precision: {precision}\n")
             + ("" if headroom is None else f"memory_headroom: {headroom}\n"))
 
 
@@ -59,13 +67,13 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_compile(intent: Path, repeat: int) -> tuple[float, float]:
+def time_compile(intent: Path, repeat: int, target: str = "automodel") -> tuple[float, float]:
     """The best wall and the best CPU time (seconds) of `repeat` whole-process compiles."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     walls, cpus = [], []
     for run in range(max(repeat, 1) + 1):
         start, cpu_start = time.perf_counter(), _children_cpu_s()
-        proc = subprocess.run([sys.executable, "-m", "automodel_dist", "compile", str(intent)],
+        proc = subprocess.run([sys.executable, "-m", "automodel_dist", "compile", str(intent), "--target", target],
                               capture_output=True, text=True, check=False, env=env)
         if run:  # the first run writes the bytecode caches
             walls.append(time.perf_counter() - start)
@@ -80,6 +88,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per scenario; the best is reported")
     parser.add_argument("--only", default="", help="only scenarios whose model contains this text")
     parser.add_argument("--no-corners", action="store_true", help="skip the corner cases (nothing fits)")
+    parser.add_argument("--no-megatron", action="store_true", help="skip the Megatron-Bridge target's compile")
     args = parser.parse_args()
     worst = 0.0
     corners = () if args.no_corners else CORNERS
@@ -99,6 +108,15 @@ def main() -> int:
             kept = f", {CORNER_HEADROOM:.0%} kept free (not budgeted)" if corner else ""
             print(f"{model} on {gpus} x {gpu}, seq {seq}, global batch {gbs}{kept}: {considered} layouts considered, "
                   f"winner {winner}; best wall {wall:.3f} s, CPU {cpu:.3f} s")
+        for model, gpu, gpus, seq, gbs, precision in () if args.no_megatron else MEGATRON_SCENARIOS:
+            if args.only.lower() not in model.lower():
+                continue
+            intent = Path(tmp) / f"{model.split('/')[1]}-{gpus}-{gpu}.yaml"
+            intent.write_text(intent_text(model, gpu, gpus, seq, gbs, precision=precision,
+                                          per_node=4 if gpu.startswith("gb") else 8), encoding="utf-8")
+            wall, cpu = time_compile(intent, args.repeat, target="megatron-bridge")
+            print(f"--target megatron-bridge: {model} on {gpus} x {gpu}, seq {seq}, global batch {gbs}, {precision} "
+                  f"(not budgeted): best wall {wall:.3f} s, CPU {cpu:.3f} s")
     print(f"slowest scenario: CPU {worst:.3f} s (budget {BUDGET_S:.1f} s)")
     return 0 if worst < BUDGET_S else 1
 

@@ -407,12 +407,24 @@ def test_bounded_plan_is_the_exhaustive_plan(model: str, gpu: str, nodes: int, s
 @pytest.mark.parametrize("objective", ["throughput", "memory"])
 def test_the_bound_skips_timing_and_keeps_the_plan(objective: str) -> None:
     """On a large space most fitting layouts are counted without being timed, and the plan is unchanged."""
-    from automodel_dist.cost.model import estimate_unless
+    from automodel_dist.cost.model import screen_layout
     from automodel_dist.planner import _default_checker
 
     problem = problem_of(intent(nodes=32, global_batch_size=512, task="pretrain"), objective=objective)
-    bounded = Enumerator(problem, _default_checker(), estimate_layout, False, estimate_unless).run()
+    bounded = Enumerator(problem, _default_checker(), estimate_layout, False, screen_layout).run()
     assert bounded.untimed_fits > len(bounded.fitting)
+    assert_bounded_plan_is_exhaustive(problem)
+
+
+# a base recipe whose settings make a step faster than AutoModel's defaults: fused elementwise ops, the router's
+# CUDA graph (less host time), bf16 gradient reduction
+FAST_BASE = replace(AUTOMODEL_DEFAULTS, compiled=True, cuda_graphs=("moe_router",), reduce_dtype="bfloat16")
+
+
+def test_the_bound_holds_with_a_base_recipe_faster_than_the_defaults() -> None:
+    """The bound is taken under the settings the compiler writes (the base's fused ops and CUDA graphs too), not
+    AutoModel's defaults, which would bound a faster base's layouts too low and skip timing a winner."""
+    problem = problem_of(intent(nodes=32, global_batch_size=512, task="pretrain"), recipe_options=FAST_BASE)
     assert_bounded_plan_is_exhaustive(problem)
 
 
@@ -424,17 +436,19 @@ def test_nothing_fits_says_the_same_as_the_exhaustive_search() -> None:
         plan(problem)
 
 
+@pytest.mark.parametrize("base", [None, FAST_BASE], ids=["defaults", "fast-base"])
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-70B"])
-def test_step_time_floor_bounds_the_step_under_every_option(model: str) -> None:
-    """The premise of the bound: no layout steps faster than its floor, under any setting the compiler may write."""
+def test_step_time_floor_bounds_the_step_under_every_option(model: str, base: Any) -> None:
+    """The premise of the bound: no layout steps faster than its floor (host time included), under any setting the
+    compiler may write, with AutoModel's defaults or a base recipe's."""
     from automodel_dist.cost.model import option_choices
     from automodel_dist.cost.throughput import step_time_floor
 
-    problem = problem_of(intent(model=model, nodes=16, global_batch_size=1024, seq_length=8192))
+    problem = problem_of(intent(model=model, nodes=16, global_batch_size=1024, seq_length=8192), recipe_options=base)
     shape, gpu = model_shape(problem.model, problem.training), problem.cluster.gpu
     for c in search(problem).candidates[::3]:
-        floor = step_time_floor(shape, c.layout, problem.training, gpu)
         for options in option_choices(problem, c.layout):
+            floor = step_time_floor(shape, c.layout, problem.training, gpu, options=options)
             assert floor <= estimate_layout(problem, c.layout, options=options).step_time_s * (1 + 1e-12), \
                 c.layout.short()
 
@@ -466,7 +480,7 @@ def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]
     """The remedy search skips the variations the memory floor rules out and suggests exactly what searching
     every variation suggests."""
     from automodel_dist import infeasible
-    from automodel_dist.cost.model import cannot_fit, estimate_unless
+    from automodel_dist.cost.model import cannot_fit, screen_layout
     from automodel_dist.planner import _default_checker
 
     problem = problem_of(spec)
@@ -478,7 +492,7 @@ def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]
             return True
         return False
 
-    args = (problem, _default_checker(), estimate_layout, estimate_unless)
+    args = (problem, _default_checker(), estimate_layout, screen_layout)
     assert infeasible.suggestions(*args, hopeless=hopeless) == infeasible.suggestions(*args)
     assert cannot_fit(problem) and skipped
 

@@ -199,3 +199,20 @@ def test_compile_writes_the_narrowest_fitting_set_and_costs_exactly_it() -> None
         narrower = estimate_layout(result.problem, result.layout,
                                    options=replace(result.cost_options(), recompute_modules=written[:-1]))
         assert not narrower.fits
+
+
+def test_the_ladder_hands_back_the_peaks_it_measured() -> None:
+    """What `choose.recompute_modules` reuses instead of measuring again: the ladder's peak with no recompute and
+    with each label alone, each the very figure `peak_gib` gives for that set."""
+    from automodel_dist.cost.model import peak_gib, recompute_ladder, with_recompute_modules
+
+    p = problem(DSV3, 256)
+    lay = megatron_layout(256, tp=1, pp=8, vpp=2, ep=32, activation_checkpointing="selective",
+                          global_batch_size=64, micro_batch_size=1)
+    candidates = recompute_candidates(p.model)
+    peaks: dict[tuple[str, ...], float] = {}
+    ladder = recompute_ladder(p, lay, MEGATRON, candidates, peaks)
+    assert ladder and set(peaks) == {(), *((label,) for label in candidates)}
+    for modules, peak in peaks.items():
+        assert peak == peak_gib(p, lay, with_recompute_modules(MEGATRON, modules))
+    assert ladder == recompute_ladder(p, lay, MEGATRON, candidates)

@@ -83,74 +83,106 @@ def cannot_fit(problem: Problem) -> bool:
     return memory.peak_floor_gib(shape, problem.cluster.world_size) > memory_limit_gib(problem)
 
 
-# (a ceiling on tokens/s/GPU, the peak GiB the memory objective ranks by) -> the layout cannot place
-CannotPlace = Callable[[float, float], bool]
+def screen_layout(problem: Problem, layout: Layout) -> tuple[bool, float, Callable[[], Estimate]]:
+    """Whether `layout` fits, the best value it could reach for the objective (smaller is better), and how to
+    time it (`estimate_layout`, with the memory already computed): the planner times only the layouts whose
+    best case can still place.
 
-
-def estimate_unless(problem: Problem, layout: Layout, cannot_place: CannotPlace) -> tuple[bool, Estimate | None]:
-    """Whether `layout` fits, and its `estimate_layout` unless the planner has no use for it yet.
-
-    Memory comes first (it decides fitting). No estimate for a layout that does not fit (only a search
-    where nothing fits reports those: the planner times them then) nor for one that fits but whose best
-    case `cannot_place` rules out: its throughput ceiling comes from the step time floor
-    (`throughput.step_time_floor`)."""
-    _, est, fit = _planned(problem, layout, cannot_place)
-    return fit, est
-
-
-def _planned(problem: Problem, layout: Layout, cannot_place: CannotPlace | None = None
-             ) -> tuple[RecipeOptions, Estimate | None, bool]:
-    """Memory first: only settings that could win are timed (all that fit when speed decides, else the
-    one with the smallest peak); with `cannot_place`, none when the layout does not fit or cannot place.
-    Returns the settings, the estimate and whether the layout fits."""
-    choices = option_choices(problem, layout)
+    Memory comes first (it decides fitting). The best value is, under the memory objective, the smallest peak
+    of the settings that fit (exact: it is what the estimate ranks by); under the throughput objective, minus
+    a ceiling on tokens/s/GPU from the step time floor (`throughput.step_time_floor`). A layout that does not
+    fit has none (inf): only a search where nothing fits reports those, and times them then."""
     shape = model_shape(problem.model, problem.training)
+    choices = _memories(problem, layout, shape)
     limit = memory_limit_gib(problem)
-    mems = [memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
-                                    options=o) for o in choices]
-    peaks = [sum(m.values()) for m in mems]
-    fitting = [i for i, peak in enumerate(peaks) if peak <= limit]
-    if cannot_place is not None and (not fitting or cannot_place(
-            _tokens_ceiling(problem, layout, shape), min(peaks[i] for i in fitting))):
-        return choices[fitting[0] if fitting else 0], None, bool(fitting)
+    fitting = [peak for _, _, peak in choices if peak <= limit]
+
+    def timed() -> Estimate:
+        return _choose(problem, layout, shape, choices)[1]
+
+    if not fitting:
+        return False, math.inf, timed
+    if problem.objective == "memory":
+        return True, min(fitting), timed
+    ceiling = max(_tokens_ceiling(problem, layout, shape, options) for options, _, peak in choices if peak <= limit)
+    return True, -ceiling, timed
+
+
+# each setting the compiler may write, with the memory breakdown (GiB by part) and peak under it
+Memories = list[tuple[RecipeOptions, dict[str, float], float]]
+
+
+def _memories(problem: Problem, layout: Layout, shape: ModelShape) -> Memories:
+    """Each of `option_choices` with its memory breakdown and peak."""
+    out = []
+    for options in option_choices(problem, layout):
+        mem = memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                      options=options)
+        out.append((options, mem, sum(mem.values())))
+    return out
+
+
+def _planned(problem: Problem, layout: Layout) -> tuple[RecipeOptions, Estimate]:
+    """The settings the compiler writes for `layout` and its estimate under them (`_choose`)."""
+    shape = model_shape(problem.model, problem.training)
+    return _choose(problem, layout, shape, _memories(problem, layout, shape))
+
+
+def _choose(problem: Problem, layout: Layout, shape: ModelShape, choices: Memories) -> tuple[RecipeOptions, Estimate]:
+    """Memory first: of `choices` (`_memories`), only settings that could win are timed (all that fit when speed
+    decides, else the one with the smallest peak). Returns the settings and the estimate."""
+    limit = memory_limit_gib(problem)
+    fitting = [i for i, (_, _, peak) in enumerate(choices) if peak <= limit]
     if len(fitting) < 2 or problem.objective == "memory":
-        i = min(fitting or range(len(choices)), key=lambda j: peaks[j])
-        return choices[i], _estimate(problem, layout, choices[i], mem=mems[i]), bool(fitting)
-    timed = [(_estimate(problem, layout, choices[i], mem=mems[i]), i) for i in fitting]
+        i = min(fitting or range(len(choices)), key=lambda j: choices[j][2])
+        options, mem, _ = choices[i]
+        return options, _estimate(problem, layout, options, mem=mem, shape=shape)
+    timed = [(_estimate(problem, layout, choices[i][0], mem=choices[i][1], shape=shape), i) for i in fitting]
     est, i = min(timed, key=lambda t: (t[0].step_time_s, t[1]))
-    return choices[i], est, True
+    return choices[i][0], est
 
 
-def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape) -> float:
-    """Tokens/s/GPU `layout` cannot exceed under any option the compiler may write."""
+def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape, options: RecipeOptions) -> float:
+    """Tokens/s/GPU `layout` cannot exceed under `options`."""
     training = problem.training
-    floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu)
+    floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu, options=options)
     tokens = training.global_batch_size * training.seq_length / max(layout.world_size, 1)
     return tokens / floor if floor > 0 else float("inf")
 
 
 def peak_gib(problem: Problem, layout: Layout, options: RecipeOptions) -> float:
     """The most loaded rank's peak (GiB) under `options`, as the options' stack holds memory."""
-    shape = model_shape(problem.model, problem.training)
+    return _peak_gib(problem, layout, options, model_shape(problem.model, problem.training))
+
+
+def _peak_gib(problem: Problem, layout: Layout, options: RecipeOptions, shape: ModelShape) -> float:
     return sum(framework_memory(memory.memory_breakdown(shape, layout, problem.training,
                                                         nvlink_domain=problem.cluster.nvlink_domain,
                                                         options=options), options).values())
 
 
-def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions,
-                     candidates: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+@lru_cache(maxsize=1024)
+def with_recompute_modules(options: RecipeOptions, modules: tuple[str, ...]) -> RecipeOptions:
+    """`options` recomputing `modules` (cached: the recompute ladder asks for the same few sets for every layout)."""
+    return replace(options, recompute_modules=modules)
+
+
+def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions, candidates: tuple[str, ...],
+                     peaks: dict[tuple[str, ...], float] | None = None) -> tuple[tuple[str, ...], ...]:
     """Megatron's selective-recompute sets to try, narrowest first: `candidates` ranked by the peak memory each
     frees alone per second of forward it replays (cost/recompute.py), then taken cumulatively; a label that
-    frees nothing on the peak is left out."""
+    frees nothing on the peak is left out. `peaks`, when given, receives the peak (GiB) of each set measured on
+    the way (none, and each label alone), for the caller to reuse."""
     shape = model_shape(problem.model, problem.training)
-    base = peak_gib(problem, layout, replace(options, recompute_modules=()))
+    measured = {} if peaks is None else peaks
+    for modules in ((), *((module,) for module in candidates)):
+        measured[modules] = _peak_gib(problem, layout, with_recompute_modules(options, modules), shape)
     scored = []
     for module in candidates:
-        alone = replace(options, recompute_modules=(module,))
-        freed = base - peak_gib(problem, layout, alone)
+        freed = measured[()] - measured[(module,)]
         if freed > 1e-9:
             seconds = throughput.compute_seconds(shape, layout, problem.training, problem.cluster.gpu,
-                                                 options=alone)[1]
+                                                 options=with_recompute_modules(options, (module,)))[1]
             scored.append((-freed / seconds if seconds > 0 else -math.inf, module))
     order = [module for _, module in sorted(scored)]
     return tuple(tuple(order[:i + 1]) for i in range(len(order)))
@@ -182,18 +214,17 @@ def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions 
     time the same layout as those stacks run it). `params` replaces the fitted parameters (the fit's trials).
     """
     if options is None:
-        est = _planned(problem, layout)[1]
-        assert est is not None  # only a `cannot_place` leaves a layout untimed
-        return est
+        return _planned(problem, layout)[1]
     return _estimate(problem, layout, options, params=params)
 
 
 def _estimate(problem: Problem, layout: Layout, options: RecipeOptions, *, params: Parameters | None = None,
-              mem: dict[str, float] | None = None) -> Estimate:
-    """`estimate_layout` under `options`; `mem` is the memory breakdown when the caller has it already."""
+              mem: dict[str, float] | None = None, shape: ModelShape | None = None) -> Estimate:
+    """`estimate_layout` under `options`; `mem` is the memory breakdown and `shape` the model's when the caller
+    has them already."""
     training, cluster = problem.training, problem.cluster
     gpu = cluster.gpu
-    shape = model_shape(problem.model, training)
+    shape = shape or model_shape(problem.model, training)
     domain = cluster.nvlink_domain
     if mem is None:
         mem = framework_memory(memory.memory_breakdown(shape, layout, training, nvlink_domain=domain,

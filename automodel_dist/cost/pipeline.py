@@ -44,11 +44,13 @@ class ScheduleReplay:
 Action = tuple[int, bool, int]  # (stage, is_forward, micro batch)
 
 
+@lru_cache(maxsize=4096)
 def idle_lower_bound(pp: int, stages_per_rank: int, n_micro: int, forward: tuple[float, ...],
                      backward_ratio: float) -> float:
     """A lower bound on `replay(...).idle_share`, without replaying: rank r starts with the forward of its
     first stage (stage r), which waits for stages 0..r-1, and ends with that stage's backward, after which
-    stages r-1..0 still run theirs; so the step lasts at least its own work plus both."""
+    stages r-1..0 still run theirs; so the step lasts at least its own work plus both. Cached: the planner bounds
+    thousands of layouts that share a few hundred splits."""
     stages = pp * stages_per_rank
     cycle = 1.0 + backward_ratio
     work = [n_micro * cycle * sum(forward[s] for s in range(r, stages, pp)) for r in range(pp)]

@@ -16,9 +16,12 @@ from automodel_dist.problem import TrainingSpec
 from automodel_dist.targets.automodel.model_classes import automodel_moe, model_class
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModelShape:
     """Per-layer parameter counts, activation elements per token and FLOPs per token of one model.
+
+    Compared and hashed by identity: `model_shape` builds one per model and training job, and the cost model's
+    caches, keyed by it, then hash a pointer (a planner search looks them up thousands of times).
 
     Activation elements are per token of one micro batch, split by how they shard:
     `*_rep` are hidden-size tensors (norm inputs/outputs) that tensor parallelism splits only with

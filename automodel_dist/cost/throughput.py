@@ -531,11 +531,12 @@ def module_replay(shape: ModelShape, modules: tuple[str, ...], pre_mlp_norm: boo
 def step_time_floor(shape: ModelShape, layout: Layout, training: TrainingSpec, gpu: GpuSpec, *,
                     options: RecipeOptions = AUTOMODEL_DEFAULTS, params: Parameters | None = None) -> float:
     """A lower bound on the step time `time_breakdown` gives under any `defer_grad_sync`: compute,
-    recompute and the pipeline bubble they alone cause (every other part is non-negative, and only FSDP's
-    part depends on the sync option). The planner skips timing a layout this bound says cannot place."""
+    recompute, the host time MoE layers expose, and the pipeline bubble they alone cause (every other part is
+    non-negative, and only FSDP's part depends on the sync option). The planner skips timing a layout this bound
+    says cannot place."""
     params = params or parameters()
     compute, recompute, _ = compute_seconds(shape, layout, training, gpu, options=options, params=params)
-    busy = compute + recompute
+    busy = compute + recompute + host_seconds(shape, layout, options, params.physics)
     if (layout.pp or 1) <= 1:
         return busy
     torch_pipeline = params.profile(options.framework).torch_pipeline

@@ -22,7 +22,7 @@ from functools import lru_cache
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.cost.host import graphed_modules
 from automodel_dist.cost.memory import RecipeOptions
-from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder
+from automodel_dist.cost.model import memory_limit_gib, peak_gib, recompute_ladder, with_recompute_modules
 from automodel_dist.cost.throughput import generation
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
@@ -92,13 +92,20 @@ def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...]
     (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
     options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective",
                                                              precision=precision(problem)[0]))
-    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model))
+    peaks: dict[tuple[str, ...], float] = {}  # the ladder's measures: no recompute, and each label alone
+    ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model), peaks)
     if not ladder:
         return (), "no module frees memory on the most loaded rank: the matched no-recompute control ([])"
+
+    def peak_of(modules: tuple[str, ...]) -> float:
+        if modules not in peaks:
+            peaks[modules] = peak_gib(problem, layout, with_recompute_modules(options, modules))
+        return peaks[modules]
+
     limit = memory_limit_gib(problem)
-    base = peak_gib(problem, layout, options)
+    base = peak_of(options.recompute_modules)
     for modules in ladder:
-        peak = peak_gib(problem, layout, replace(options, recompute_modules=modules))
+        peak = peak_of(modules)
         if peak <= limit:
             break
     over = peak - limit
@@ -240,35 +247,39 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
         why.update(finetune_why)
     if s.mtp_num_layers:
         why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"
+    # the fields decided below are gathered and set at once (a settings copy per field is most of what deciding
+    # a layout without recompute costs, and the planner decides tens of thousands)
     cp_type, hcp, why["cp_comm_type"] = cp_comm(problem, layout)
-    s = s.with_(cp_comm_type=cp_type, hierarchical_cp_sizes=hcp)
+    changes: dict[str, object] = {"cp_comm_type": cp_type, "hierarchical_cp_sizes": hcp}
     if hcp:
         why["hierarchical_cp_sizes"] = "a2a+p2p needs the sizes (else CP silently does nothing); product = CP"
-    s = s.with_(pipeline_layout=pipeline_layout(model.num_layers, layout.pp, layout.vpp, s.mtp_num_layers))
-    if s.pipeline_layout:
+    changes["pipeline_layout"] = pipeline_layout(model.num_layers, layout.pp, layout.vpp, s.mtp_num_layers)
+    if changes["pipeline_layout"]:
         why["pipeline_layout"] = ("layers do not split evenly over PP x VPP stages: the loss (and MTP) get "
                                   "their own stage, the first stages one layer more")
     if model.is_moe:
         dtype, backend, why["dispatcher_type"] = dispatcher_of(problem, layout.ep)
-        s = s.with_(dispatcher_type=dtype, flex_backend=backend)
+        changes.update(dispatcher_type=dtype, flex_backend=backend)
         why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
         why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
     if layout.activation_checkpointing == "selective":
         modules, why["recompute_modules"] = recompute_modules(problem, layout)
-        s = s.with_(recompute_granularity="selective", recompute_modules=modules)
+        changes.update(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
     elif layout.activation_checkpointing == "full":
-        s = s.with_(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+        changes.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
         why["recompute_granularity"] = "full recompute, as the intent pins it (selective is the narrower choice)"
         why["recompute_method"] = why["recompute_num_layers"] = "every layer recomputed from its input"
+    s = s.with_(**changes)
     blockers = ep_overlap_blockers(model, layout, s)
+    changes = {}
     if model.is_moe:
-        s = s.with_(ep_overlap=not blockers)
+        changes["ep_overlap"] = not blockers
         why["ep_overlap"] = ("every prerequisite holds: hides dispatch/combine behind expert compute "
                              "(16xH100 Qwen3-30B: +17.7%)") if not blockers else "off: " + ", ".join(blockers)
         why["delay_wgrad"] = "off: no independent win measured (31.31 -> 31.20 s); a separate A/B"
     if layout.tp > 1:
-        s = s.with_(tp_comm_overlap=True)
+        changes["tp_comm_overlap"] = True
         why["tp_comm_overlap"] = "TP with sequence parallelism: hide TP collectives behind the GEMMs"
     why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"
     why["overlap_param_gather"] = "distributed optimizer: all-gather parameters behind the forward"
@@ -277,16 +288,15 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
         scope = ("moe_router", "moe_preprocess")
         if blackwell and not layout.checkpointed and s.packed_sequence_size is None:
             scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
-        s = s.with_(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
+        changes.update(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
         why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"
         why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (
             ", plus attn on Blackwell, where host launches bind first (Megatron-Bridge's B200/B300/GB200/GB300 MoE "
             "presets graph it; with the router alone the measured runs kept their host time)" if "attn" in scope
             else ""))
         why["te_rng_tracker"] = "CUDA graphs need Transformer Engine's RNG tracker"
-    s = s.with_(precision=precision(problem)[0])
-    why["precision"] = precision(problem)[1]
-    return s, why
+    changes["precision"], why["precision"] = precision(problem)
+    return s.with_(**changes), why
 
 
 @dataclass(frozen=True)
