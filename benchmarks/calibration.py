@@ -364,6 +364,8 @@ class Summary:
     memory_within: int
     memory_rows: int
     memory_max_error: float
+    memory_outside: tuple[str, ...]  # every row that measured memory and is off by more than the target
+    memory_measured: int
     not_fitting: tuple[str, ...]
 
     @property
@@ -390,6 +392,7 @@ def summarize(results: Sequence[RowResult], cv: dict[str, float] | None = None) 
     titan = [r for r in results if r.row.source.startswith("pytorch/torchtitan") and r.row.memory_gib
              and r.row.memory_role == "fit"]
     mem_errors = [abs(r.memory_error or 0.0) for r in titan]
+    with_memory = [r for r in results if r.row.memory_gib and r.memory_error is not None]
     all_pairs = pairs(results)
     return Summary(
         median_in_sample=_median([abs(r.throughput_error) for r in fitted]),
@@ -401,6 +404,8 @@ def summarize(results: Sequence[RowResult], cv: dict[str, float] | None = None) 
         memory_within=sum(e <= MEMORY_TARGET for e in mem_errors),
         memory_rows=len(titan),
         memory_max_error=max(mem_errors, default=0.0),
+        memory_outside=tuple(r.row.name for r in with_memory if abs(r.memory_error) > MEMORY_TARGET),
+        memory_measured=len(with_memory),
         not_fitting=tuple(r.row.name for r in results if not r.fits),
     )
 
@@ -450,7 +455,9 @@ def render(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> 
         + f"; across releases and batch sizes too: {broad_ok}/{len(broad)} "
           f"({broad_ok / max(len(broad), 1) * 100:.1f}%)",
         f"memory within +-{MEMORY_TARGET * 100:.0f}% on torchtitan FSDP2 rows: {s.memory_within}/{s.memory_rows} "
-        f"(max |error| {s.memory_max_error * 100:.1f}%)",
+        f"(max |error| {s.memory_max_error * 100:.1f}%); every row that measured memory: "
+        f"{s.memory_measured - len(s.memory_outside)}/{s.memory_measured}"
+        + (f" (outside: {'; '.join(s.memory_outside)})" if s.memory_outside else ""),
         "configurations that ran but are predicted not to fit: "
         + (", ".join(s.not_fitting) if s.not_fitting else "none"),
         f"targets met: {'yes' if s.ok else 'NO'}",

@@ -157,7 +157,8 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
     return CalibrationRow(
-        name=name, source=source, model=model, gpu=gpu, world_size=world, layout=layout, seq_length=seq,
+        name=name, source=source, model=model, gpu=gpu, world_size=world,
+        layout={"strategy": "distributed_optimizer", **layout}, seq_length=seq,
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
