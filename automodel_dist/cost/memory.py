@@ -74,8 +74,7 @@ NOT_MODELED = (
     "torch.compile fusions (they save 5-7% in torchtitan's runs)",
     "pipeline-parallel send/receive buffers and custom stage layouts (AutoModel's layers_per_stage split only)",
     "optimizers keeping fp32 states for bf16 weights (TE FusedAdam: 12 B per parameter instead of 8)",
-    "MTP heads and vision towers",
-    "linear-attention (Gated DeltaNet) layers' own activations (approximated by softmax attention's)",
+    "MTP layers' memory (their time is counted) and vision towers",
     "selective checkpointing granularities other than torchtitan's op-level policy (AutoModel's selective) and "
     "Megatron-Core's recompute_modules (cost/recompute.py), and AutoModel's fallback to per-module checkpointing "
     "for KV-shared models",
