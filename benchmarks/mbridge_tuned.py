@@ -12,7 +12,7 @@ layouts, which is what `explain --target megatron-bridge` shows for the choice.
 The card's TFLOP/s are Megatron-Bridge's own (`num_floating_point_operations`: MTP depths, the padded vocabulary,
 Gated DeltaNet's projections and convolution counted), so the predictions are printed in that convention too:
 predicted tokens/s times Megatron's FLOPs per token (targets/megatron_bridge/flops.py), with the MTP depths the
-override set trains.
+override set trains and the vocabulary padding of its recipe (DeepSeek-V3's bridge pads to 1280 x TP).
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
-from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import check_planned, megatron_options
+from automodel_dist.targets.megatron_bridge.plan import check_planned, megatron_flops, megatron_options
 
 DSV3, Q235, Q30, QNEXT = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B",
                           "Qwen/Qwen3-Next-80B-A3B-Instruct")
@@ -87,10 +86,9 @@ def intent(row: CardRow) -> dict:
 
 
 def megatron_tflops(problem: Problem, layout: Layout, est: Estimate) -> float:
-    """The estimate's throughput in Megatron-Bridge's TFLOP/s/GPU (its FLOP count, the MTP depths the run trains)."""
-    mtp = megatron_options(problem, layout).mtp_layers
-    per_token = megatron_flops_per_token(problem.model, problem.training.seq_length, mtp_layers=mtp, tp=layout.tp)
-    return est.tokens_per_s_per_gpu * per_token / 1e12
+    """The estimate's throughput in Megatron-Bridge's TFLOP/s/GPU (its FLOP count: the MTP depths the run trains, the
+    recipe's vocabulary padding)."""
+    return est.tokens_per_s_per_gpu * megatron_flops(problem, layout) / 1e12
 
 
 def card_layout(row: CardRow) -> str:

@@ -1,6 +1,7 @@
 """Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
 function's ConfigContainer the target knows (recipes.RECIPES), its values at the keys the target models
-(overrides.KEYS: what an override set that leaves a key out runs with), what its Hydra overrides see, and the
+(overrides.KEYS: what an override set that leaves a key out runs with) and the model facts it reads beside them
+(MODEL_FACTS), what its Hydra overrides see, and the
 fields of every named mixed-precision recipe (fields.PRECISION_FIELDS), read from the installed megatron-bridge 0.6.2 by
 building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
 checks the file against it).
@@ -25,6 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Values the recipe sets by what the machine has, not recorded: without Transformer Engine or APEX (the oracle's
 # CPU) the model provider turns gradient_accumulation_fusion off; on a GPU node it stays on.
 HOST_DEPENDENT = {"model.gradient_accumulation_fusion"}
+# Values no override set writes that the target reads from the recipe: the vocabulary padding its bridge sets
+# (DeepSeek-V3's and Kimi-K2's 1280; the others' largest power of two up to 128 dividing the vocabulary), which
+# Megatron-Bridge's FLOP count pads the output head with (targets/megatron_bridge/flops.py).
+MODEL_FACTS = {"model.make_vocab_size_divisible_by"}
 sys.path.insert(0, str(ROOT / "tests"))
 
 
@@ -60,7 +65,7 @@ def read_installed() -> dict[str, Any]:
     oracle = Oracle()
     try:
         functions = sorted(r.function for r in RECIPES.values())
-        data = merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT)))
+        data = merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT | MODEL_FACTS)))
         return {**data, "precisions": oracle.precisions(list(PRECISION_FIELDS))}
     finally:
         oracle.close()

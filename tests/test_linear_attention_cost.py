@@ -19,9 +19,9 @@ from automodel_dist.cost.shape import model_shape
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.problem import TrainingSpec
-from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token, padded_vocab
+from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token, padded_vocab, vocab_divisible_by
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import megatron_options
+from automodel_dist.targets.megatron_bridge.plan import megatron_flops, megatron_options
 
 QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 TRAINING = TrainingSpec(task="pretrain", seq_length=4096, global_batch_size=1024, precision="bf16")
@@ -91,15 +91,48 @@ def test_megatrons_flop_count_of_qwen3_next():
     function on Qwen3-Next's model config, batch 1; the oracle test checks it on the recipe itself):
     93,141,734,522,880 FLOPs without MTP and 102,927,968,501,760 with the recipe's one MTP depth."""
     spec = resolve_model(QWEN3_NEXT)
-    assert megatron_flops_per_token(spec, 4096) * 4096 == pytest.approx(93_141_734_522_880, rel=1e-12)
-    assert megatron_flops_per_token(spec, 4096, mtp_layers=1) * 4096 == pytest.approx(102_927_968_501_760,
-                                                                                       rel=1e-12)
+    pad = vocab_divisible_by("qwen3_next_80b_a3b_pretrain_config")
+    assert megatron_flops_per_token(spec, 4096, vocab_divisible_by=pad) * 4096 == pytest.approx(93_141_734_522_880,
+                                                                                                rel=1e-12)
+    assert megatron_flops_per_token(spec, 4096, vocab_divisible_by=pad, mtp_layers=1) * 4096 == pytest.approx(
+        102_927_968_501_760, rel=1e-12)
 
 
-def test_the_vocabulary_is_padded_to_128_times_tp():
-    assert padded_vocab(151936, 1) == 151936
-    assert padded_vocab(151936, 8) == 152576
-    assert padded_vocab(129280, 2) == 129280
+def _dsv3_problem(tp: int):
+    problem = resolve_intent(load_intent({"model": "deepseek-ai/DeepSeek-V3", "hardware": {"gpu": "b200", "nodes": 32},
+                                          "training": {"task": "pretrain", "seq_length": 4096,
+                                                       "global_batch_size": 4096}}))
+    layout = megatron_layout(256, tp=tp, pp=8, ep=32, sequence_parallel=tp > 1, global_batch_size=4096,
+                             micro_batch_size=1)
+    return problem, layout
+
+
+def test_deepseek_v3s_recipe_pads_the_vocabulary_to_1280_times_tp():
+    """Megatron-Bridge's DeepSeek-V3 bridge sets make_vocab_size_divisible_by = 1280 (the fields data records the
+    recipe's value): its 129,280 tokens at TP2 are padded to the next multiple of 2,560, not left at 129,280 as
+    Megatron's default 128 x TP would; the card's FLOP count carries the 1,280 extra rows through both heads."""
+    assert vocab_divisible_by("deepseek_v3_pretrain_config") == 1280
+    assert padded_vocab(129280, 1, 1280) == 129280
+    assert padded_vocab(129280, 2, 1280) == 130560
+    assert padded_vocab(129280, 2, 128) == 129280
+    problem, tp2 = _dsv3_problem(2)
+    mtp = megatron_options(problem, tp2).mtp_layers
+    default = megatron_flops_per_token(problem.model, 4096, vocab_divisible_by=128, mtp_layers=mtp, tp=2)
+    assert mtp == 1
+    assert megatron_flops(problem, tp2) - default == pytest.approx(6 * 7168 * 1280 * (mtp + 1), rel=1e-9)
+    problem, tp1 = _dsv3_problem(1)
+    assert megatron_flops(problem, tp1) == megatron_flops_per_token(problem.model, 4096, vocab_divisible_by=128,
+                                                                    mtp_layers=mtp, tp=1)
+
+
+def test_a_recipe_without_its_own_padding_keeps_128_times_tp():
+    """Qwen3's bridge leaves Megatron's 128 (the largest power of two up to 128 dividing 151,936), as does a recipe
+    the fields data does not know."""
+    assert vocab_divisible_by("qwen3_30b_a3b_pretrain_config") == 128
+    assert vocab_divisible_by(None) == 128
+    assert vocab_divisible_by("no_such_recipe_config") == 128
+    assert padded_vocab(151936, 1, 128) == 151936
+    assert padded_vocab(151936, 8, 128) == 152576
 
 
 def test_gated_deltanet_layers_keep_more_activations_than_softmax_attention():

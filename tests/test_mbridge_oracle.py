@@ -259,23 +259,39 @@ def test_yaml_file_passes_megatrons_own_loader(oracle: Oracle, tmp_path: Path) -
     assert [v["error"] for v in oracle.judge(cases)] == [None, None]
 
 
-def test_megatron_flop_count_is_megatron_bridges_own(oracle: Oracle) -> None:
-    """The card table converts predictions into Megatron-Bridge's TFLOP/s with `megatron_flops_per_token`: on the
-    compiled override set of one card row per model (the recipe's MTP depth, the padded vocabulary, Gated
-    DeltaNet), it equals Megatron-Bridge's own `num_floating_point_operations` over the sequence's tokens."""
+def _card_intents() -> list[dict]:
+    """One card row per model (the last; not the 1,024-GPU H100 row), as the card table compiles it."""
     from mbridge_tuned import ROWS, intent
 
-    from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token
-    from automodel_dist.targets.megatron_bridge.plan import megatron_options
+    return [intent(row) for row in {row.model: row for row in ROWS if (row.gpu, row.gpus) != ("h100-80gb", 1024)}
+            .values()]
 
-    rows = {row.model: row for row in ROWS if (row.gpu, row.gpus) != ("h100-80gb", 1024)}.values()
-    results = [compile_megatron(intent(row)) for row in rows]
+
+def _deepseek_v3_at_tp2() -> list[dict]:
+    """DeepSeek-V3's GB200 card row pinned to TP2, where its bridge's 1280 x TP vocabulary padding (2,560: 130,560
+    rows) differs from Megatron's default 128 x TP (129,280 itself)."""
+    from mbridge_tuned import ROWS, intent
+
+    row = next(row for row in ROWS if row.model == "deepseek-ai/DeepSeek-V3" and row.gpu == "gb200-nvl72")
+    return [{**intent(row), "parallelism": {"tp": 2}}]
+
+
+@pytest.mark.parametrize("intents", [_card_intents, _deepseek_v3_at_tp2], ids=["card-rows", "deepseek-v3-tp2"])
+def test_megatron_flop_count_is_megatron_bridges_own(oracle: Oracle, intents: Any) -> None:
+    """The card table converts predictions into Megatron-Bridge's TFLOP/s with `plan.megatron_flops`: on the
+    compiled override set of one card row per model (the recipe's MTP depth, its vocabulary padding, Gated
+    DeltaNet), and of DeepSeek-V3 at TP2 (its bridge pads to 1280 x TP), it equals Megatron-Bridge's own
+    `num_floating_point_operations` over the sequence's tokens."""
+    from automodel_dist.targets.megatron_bridge.plan import megatron_flops
+
+    results = [compile_megatron(one) for one in intents()]
     cases = [{"recipe": r.recipe_function, "world_size": r.layout.world_size, "overrides": list(r.hydra),
               "gpu": list(DEVICES[r.problem.cluster.gpu.name]), "flops": True} for r in results]
     verdicts = oracle.judge(cases)
     assert [v["error"] for v in verdicts] == [None] * len(cases)
     for result, verdict in zip(results, verdicts, strict=True):
         seq = result.problem.training.seq_length
-        ours = megatron_flops_per_token(result.problem.model, seq, tp=result.layout.tp,
-                                        mtp_layers=megatron_options(result.problem, result.layout).mtp_layers)
+        ours = megatron_flops(result.problem, result.layout)
         assert ours * seq == pytest.approx(verdict["values"]["flops"], rel=1e-9), result.recipe_function
+    if intents is _deepseek_v3_at_tp2:
+        assert [r.layout.tp for r in results] == [2]

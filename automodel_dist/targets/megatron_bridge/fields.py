@@ -11,8 +11,9 @@ Hydra refuses them, and the YAML merge turns the section into a plain dict that 
 no attribute 'data_parallel_size'`), unless the override builds the object with `_target_`.
 
 The field names, and each recipe's values at the keys the target models (what a key the override set leaves out
-runs with), are data (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from
-the installed package's recipes; tests/test_mbridge_fields_oracle.py checks it).
+runs with) and at the model facts it reads (its bridge's vocabulary padding), are data
+(`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from the installed
+package's recipes; tests/test_mbridge_fields_oracle.py checks it).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class ConfigFields:
 
     recipes: Mapping[str, Mapping[str, str | None]]
     classes: Mapping[str, Mapping[str, Any]]
-    values: Mapping[str, Mapping[str, Any]]  # each recipe's values at the keys the target models
+    values: Mapping[str, Mapping[str, Any]]  # each recipe's values at the keys the target models and its model facts
     # what Megatron-Bridge lets Hydra override: {"excluded": {recipe: [fields left out]}, "unset": {recipe or
     # ALL_RECIPES: [None leaves]}}
     hydra: Mapping[str, Mapping[str, Sequence[str]]]
@@ -87,7 +88,8 @@ def precision_recipe(name: str) -> Mapping[str, Any] | None:
 
 def recipe_values(recipe: str | None) -> Mapping[str, Any]:
     """{dotted key: value} the recipe function's ConfigContainer holds at the keys the target models (empty for a
-    recipe not known here): what an override set that leaves a key out runs with."""
+    recipe not known here): what an override set that leaves a key out runs with; and at the model facts the
+    target reads from the recipe (`model.make_vocab_size_divisible_by`)."""
     return config_fields().values.get(recipe or "", {})
 
 

@@ -7,7 +7,8 @@ prediction only after converting one into the other (the card table: benchmarks/
 
 - each multi-token-prediction depth counts as one more decoder layer (the last layer's kind) plus its eh
   projection, norms and a second pass through the output head;
-- the output head runs over the vocabulary padded to a multiple of 128 x TP (`make_vocab_size_divisible_by`);
+- the output head runs over the vocabulary padded to a multiple of the recipe's `make_vocab_size_divisible_by` x TP
+  (its bridge's value, recorded in the fields data: 1280 for DeepSeek-V3 and Kimi-K2, 128 for the others);
 - Gated DeltaNet layers count their projections, the depthwise convolution and the delta rule's four state
   products per value head; routers and norms (but MTP's) are not counted.
 
@@ -19,13 +20,22 @@ from __future__ import annotations
 import math
 
 from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.targets.megatron_bridge.fields import recipe_values
 
-VOCAB_DIVISIBLE_BY = 128  # GPTModelProvider.make_vocab_size_divisible_by
+# GPTModelProvider.make_vocab_size_divisible_by: the padding where the fields data records no recipe value
+DEFAULT_VOCAB_DIVISIBLE_BY = 128
 
 
-def padded_vocab(vocab: int, tp: int) -> int:
-    """`calculate_padded_vocab_size`: the vocabulary rounded up to a multiple of 128 x TP."""
-    multiple = VOCAB_DIVISIBLE_BY * tp
+def vocab_divisible_by(recipe_function: str | None) -> int:
+    """The recipe function's `make_vocab_size_divisible_by` as its bridge sets it (DeepSeek-V3's bridge: 1280), or
+    GPTModelProvider's 128 for a recipe the data does not know."""
+    value = recipe_values(recipe_function).get("model.make_vocab_size_divisible_by")
+    return DEFAULT_VOCAB_DIVISIBLE_BY if value is None else int(value)
+
+
+def padded_vocab(vocab: int, tp: int, divisible_by: int) -> int:
+    """`calculate_padded_vocab_size`: the vocabulary rounded up to a multiple of `divisible_by` x TP."""
+    multiple = divisible_by * tp
     return math.ceil(vocab / multiple) * multiple
 
 
@@ -53,9 +63,11 @@ def _gated_delta_net(spec: ModelSpec) -> float:
             + value_heads * spec.linear_value_head_dim ** 2 * 4 + h * v)
 
 
-def megatron_flops_per_token(spec: ModelSpec, seq_length: int, *, mtp_layers: int = 0, tp: int = 1) -> float:
+def megatron_flops_per_token(spec: ModelSpec, seq_length: int, *, vocab_divisible_by: int, mtp_layers: int = 0,
+                             tp: int = 1) -> float:
     """Training FLOPs per token as Megatron-Bridge counts them (`num_floating_point_operations` / tokens) for a
-    model trained at `seq_length` with `mtp_layers` MTP depths and tensor parallelism `tp` (the vocabulary pad)."""
+    model trained at `seq_length` with `mtp_layers` MTP depths and tensor parallelism `tp`, its vocabulary padded
+    to a multiple of `vocab_divisible_by` x TP (the recipe's: `vocab_divisible_by`)."""
     h = spec.hidden_size
     layers = spec.num_layers + mtp_layers
     # MTP repeats the last decoder layer: an MoE layer in every MoE model here, with softmax attention
@@ -68,5 +80,5 @@ def megatron_flops_per_token(spec: ModelSpec, seq_length: int, *, mtp_layers: in
     attention = (linear_layers * _gated_delta_net(spec)
                  + (layers - linear_layers) * _softmax_attention(spec, seq_length))
     mtp = mtp_layers * (3 * h + 2 * h * h)
-    logits = h * padded_vocab(spec.vocab_size, tp) * (mtp_layers + 1)
+    logits = h * padded_vocab(spec.vocab_size, tp, vocab_divisible_by) * (mtp_layers + 1)
     return 6.0 * (mlp + attention + mtp + logits)

@@ -27,8 +27,10 @@ from automodel_dist.targets.megatron_bridge.choose import (
     dispatcher_of,
     layout_dispatcher,
 )
+from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token, vocab_divisible_by
 from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
+from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 from automodel_dist.targets.megatron_bridge.rules import check_overrides
 
 
@@ -114,6 +116,15 @@ def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, tra
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     """How the override set the emitter writes for `layout` runs, for the cost model (`choose.cost_options`)."""
     return cost_options(problem, layout, decide(problem, layout)[0])
+
+
+def megatron_flops(problem: Problem, layout: Layout) -> float:
+    """Megatron-Bridge's model FLOPs per token (its logged TFLOP/s' count) of the override set the emitter writes for
+    `layout`: the MTP depths it trains, the vocabulary padded as its recipe function's bridge pads it."""
+    recipe = recipe_for(problem.model, problem.training.task)
+    return megatron_flops_per_token(problem.model, problem.training.seq_length, tp=layout.tp,
+                                    mtp_layers=megatron_options(problem, layout).mtp_layers,
+                                    vocab_divisible_by=vocab_divisible_by(recipe.function if recipe else None))
 
 
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
