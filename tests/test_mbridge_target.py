@@ -178,13 +178,15 @@ def test_ep_overlap_clears_the_recipes_recompute_modules() -> None:
 def test_blackwell_graphs_attention_with_the_router_and_hopper_only_the_router() -> None:
     """Megatron-Bridge's B200/B300/GB200/GB300 MoE presets graph attention with the router (the fitted host time
     says the router graphs alone leave it); its H100 presets run without graphs, the card's narrowest dropless
-    scope stays there; a recomputing layout keeps attention out of the graphs."""
+    scope stays there; attention stays out of the graphs only where it is recomputed (full recompute, or
+    core_attn among the selective modules; the Blackwell DeepSeek-V3 presets graph it beside mla_up_proj)."""
     b200 = compile_megatron(EXAMPLES / "gpt-oss-20b-8xb200.yaml", ["training.task=pretrain",
                                                                    "parallelism.activation_checkpointing=false"])
     assert b200.override.settings.cuda_graph_scope == ("attn", "moe_router", "moe_preprocess")
     assert "plus attn on Blackwell" in b200.yaml
     h100 = compile_megatron(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml", ["training.task=pretrain"])
     assert h100.override.settings.cuda_graph_scope == ("moe_router", "moe_preprocess")
-    recomputing = compile_megatron(EXAMPLES / "gpt-oss-20b-8xb200.yaml", [
-        "training.task=pretrain", "parallelism.activation_checkpointing=selective"])
-    assert "attn" not in recomputing.override.settings.cuda_graph_scope
+    selective = compile_megatron(EXAMPLES / "gpt-oss-20b-8xb200.yaml", [
+        "training.task=pretrain", "parallelism.activation_checkpointing=selective"]).override.settings
+    assert selective.recompute_modules == ("moe_act",)  # attention is not recomputed: it is graphed
+    assert selective.cuda_graph_scope == ("attn", "moe_router", "moe_preprocess")

@@ -286,8 +286,12 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
     if model.is_moe:
         blackwell = generation(cluster.gpu.compute_capability) == "blackwell"
         scope = ("moe_router", "moe_preprocess")
-        if blackwell and not layout.checkpointed and s.packed_sequence_size is None:
-            scope = ("attn", *scope)  # packed attention graphs would need padded cu_seqlens
+        # attention stays out of the graphs when it is recomputed (full recompute, or core_attn among the modules;
+        # the Blackwell DeepSeek-V3 presets graph it beside mla_up_proj / mlp recompute) or packed (padded
+        # cu_seqlens needed)
+        attention_recomputed = s.recompute_granularity == "full" or "core_attn" in recomputed_modules(s)
+        if blackwell and not attention_recomputed and s.packed_sequence_size is None:
+            scope = ("attn", *scope)
         changes.update(cuda_graph_impl="transformer_engine", cuda_graph_scope=scope, te_rng_tracker=True)
         why["cuda_graph_impl"] = "TE per-layer graphs: dropless MoE graphs only the router and preprocess"
         why["cuda_graph_scope"] = ("narrowest dropless-MoE scope" + (
