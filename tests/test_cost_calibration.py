@@ -140,8 +140,9 @@ def test_torchtitan_memory_rows_within_10_percent(results):
 
 
 def test_every_row_that_measured_memory_is_within_10_percent_but_moonlight(results):
-    """The memory target over every measured row, held: only Moonlight's short run is outside (its learned router
-    at iteration 2, without forced balancing, is uneven, which the model does not charge)."""
+    """The memory target over every measured row, held: only Moonlight's short run is outside (predicted 14% low
+    with its recipe's own optimizer and gradient dtypes; its learned router, not forced to balance, may load one
+    rank's experts beyond the even share the model takes)."""
     rows = [r for r in results if r.row.memory_gib]
     assert len(rows) >= 21
     bad = [r.row.name for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET]
