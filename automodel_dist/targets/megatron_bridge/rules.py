@@ -457,7 +457,8 @@ def _dispatcher(c: Context) -> list[Finding]:
         refusal = flex_refusal(s.flex_backend, c.cluster)
         if refusal:
             out.append(FLEX_GPU.finding(refusal, hint="HybridEP on GB200/GB300, or the alltoall dispatcher"))
-    if s.flex_backend and s.dispatcher_type != "flex":
+    dense = c.model is not None and not c.model.is_moe  # no dispatcher runs: the recipe's dispatcher keys are inert
+    if s.flex_backend and s.dispatcher_type != "flex" and not dense:
         out.append(FLEX_IGNORED.finding(
             f"moe_flex_dispatcher_backend={s.flex_backend} does nothing while moe_token_dispatcher_type is "
             f"{s.dispatcher_type}", hint="set model.moe_token_dispatcher_type=flex too"))
