@@ -210,6 +210,7 @@ def test_a_dense_models_inherited_dispatcher_keys_are_not_flagged() -> None:
     assert "mb-flex-backend-ignored" not in _fired(inherited, {"model": LLAMA_8B})
     assert "mb-flex-backend-ignored" in _fired(mb(16, S(flex_backend="deepep"), ep=16), {})
 
+
 def test_every_mb_rule_is_megatron_targeted_and_has_a_case() -> None:
     mine = {rid for rid, rule in RULES.items() if rule.target == "megatron-bridge"}
     from test_mbridge_keys import covered_rules

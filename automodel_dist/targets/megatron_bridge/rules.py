@@ -168,6 +168,9 @@ APPEND_MISSING = _rule("mb-hydra-append-missing", ERROR, "",
 APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
                        "in a Hydra list, + appends only where the key holds nothing: on a key with a value Hydra "
                        "refuses the list (write it without +, or ++ to add or override)")
+RECIPE_HEADER = _rule("mb-recipe-header", WARNING, "",
+                      "an override file written for one recipe function (its `# recipe:` line) judged against "
+                      "another: its keys and values are the first one's")
 HYDRA_DUPLICATE = _rule("mb-hydra-duplicate-key", WARNING, "",
                         "a key set twice in a Hydra list: Hydra applies both, the later value wins")
 HYDRA_EMPTY = _rule("mb-hydra-empty-value", WARNING, "",
