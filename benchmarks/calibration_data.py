@@ -14,7 +14,7 @@ Sources (public):
   96 GB HBM2e at 500 W; the 8B/70B/405B tomls of that commit use seq_len 8192; PP micro batches default
   to the number of stages, interleaved schedules use 2 stages per rank; TP uses sequence and loss
   parallelism; PP layers are not resharded after forward).
-- TITAN_H200: pytorch/torchtitan `benchmarks/llama3_8b_h200_2025-06_torchtitan.md`.
+- TITAN_H200: pytorch/torchtitan `benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md` (torchtitan e7c0cae).
 - MB_HW: NVIDIA-NeMo/Megatron-Bridge `skills/nemo-mbridge-perf-moe-hardware-configs/SKILL.md` and
   card.yaml; MB_DISPATCH: `skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md`;
   Megatron keeps fp32 master weights and reduce-scatters gradients every micro batch, so those rows use
@@ -41,7 +41,7 @@ from automodel_dist.cost.host import graphed_modules
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
 AUTOMODEL_CI = "NVIDIA-NeMo/Automodel examples/llm_benchmark (benchmark recipes run in CI on 32 H100 nodes)"
 TITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
-TITAN_H200 = "pytorch/torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md"
+TITAN_H200 = "pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md@cbccb3878"
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
 MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
 MB_RECOMPUTE = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md"
@@ -56,6 +56,8 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
              "vocab_size": 163840}
 
+# Megatron-Bridge's performance recipes fuse the cross entropy (`cross_entropy_loss_fusion`, TE's kernel), which
+# writes the logits' gradient in place of the bf16 logits: 2 bytes per logit alive at the loss.
 MB_PERF_LOGIT_BYTES = 2.0
 # Every release's performance presets reduce gradients in bf16: `cfg.ddp.grad_reduce_in_fp32 = False` (and
 # `mixed_precision.grad_reduce_in_fp32`) in scripts/performance/configs/*/*_llm_{pretrain,finetune}.py's common
@@ -91,6 +93,7 @@ class CalibrationRow:
     cuda_graphs: tuple[str, ...] = ()  # what the run captures in CUDA graphs (RecipeOptions.cuda_graphs)
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
+    moment_dtype: str | None = None  # AdamW's moments (None: the master weights' dtype; RecipeOptions.moment_dtype)
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
@@ -103,7 +106,7 @@ class CalibrationRow:
     memory_gib: float | None = None
     memory_metric: str = "reserved"  # reserved | allocated
     gpu_conditions: dict[str, Any] | None = None  # GpuSpec fields where the GPUs differ from the preset's
-    compiled: bool | None = None  # torch.compile on or off (None: the stack's default, FrameworkProfile)
+    compiled: bool | None = None  # torch.compile on or off (None: the stack's default, memory.runs_fused)
     role: str = "fit"  # fit | held-out (never fitted to: AutoModel's performance rows beyond the calibration notes)
     memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
     notes: str = ""
@@ -137,14 +140,15 @@ _MULTI_GPU_LORA = ("AC not recorded in the table; the 70B PEFT benchmark recipe 
 
 def _titan(name: str, model: str, world: int, layout: dict[str, Any], seq: int, gbs: int, *, precision: str,
            checkpointing: str, tps: float, memory_gib: float, notes: str, gpu: str = "h100",
-           memory_role: str = "fit", async_tp: bool = False, compiled: bool = True) -> CalibrationRow:
+           memory_role: str = "fit", async_tp: bool = False, compiled: bool = True,
+           logit_bytes: float | None = None) -> CalibrationRow:
     """A torchtitan run: fp32 master weights, throughput held out (eager/compile, not AutoModel's TE)."""
     return CalibrationRow(
         name=name, source=TITAN_H200 if gpu == "h200" else TITAN_H100, model=model, gpu=gpu, world_size=world,
         layout=layout, seq_length=seq, global_batch_size=gbs, precision=precision, checkpointing=checkpointing,
         master_weights="fp32", async_tp=async_tp, tokens_per_s_per_gpu=tps, memory_gib=memory_gib,
         gpu_conditions=TITAN_GPU if gpu == "h100" else None, memory_role=memory_role, notes=notes,
-        framework="torchtitan", compiled=compiled,
+        framework="torchtitan", compiled=compiled, logit_bytes=logit_bytes,
     )
 
 
@@ -152,7 +156,8 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               model: str | dict[str, Any] = "Qwen/Qwen3-30B-A3B", checkpointing: str = "none",
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
-              gpu: str = "h100", cuda_graphs: tuple[str, ...] = (), notes: str) -> CalibrationRow:
+              gpu: str = "h100", cuda_graphs: tuple[str, ...] = (), reduce_dtype: str = "float32",
+              moment_dtype: str | None = None, logit_bytes: float | None = None, notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -162,7 +167,8 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         global_batch_size=gbs, precision=precision, checkpointing=checkpointing, master_weights="fp32",
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
-        memory_role="held-out", cuda_graphs=cuda_graphs, notes=notes,
+        memory_role="held-out", cuda_graphs=cuda_graphs, reduce_dtype=reduce_dtype, moment_dtype=moment_dtype,
+        logit_bytes=logit_bytes, notes=notes,
     )
 
 
@@ -274,10 +280,11 @@ ROWS: tuple[CalibrationRow, ...] = (
     *(
         _titan(f"TT Llama-3.1-8B FSDP{gpus} H200 compile+fp8", _L8B, gpus, {"local_batch_size": 2}, 8192,
                2 * gpus, precision="fp8", checkpointing="selective", tps=tps, memory_gib=mem, gpu="h200",
-               memory_role="held-out",
-               notes="compile + Float8 with fp8 FSDP all-gather, selective op AC (llama3_8b.toml); the same "
-                     "shape took 61.8 GiB on the 2024-12 stack (Table 3), which the model follows; the 2025-06 "
-                     "torchtitan saves ~14 GiB more (e.g. in the compiled loss), which it does not model")
+               logit_bytes=4,
+               notes="compile + Float8 with fp8 FSDP all-gather, selective op AC (llama3_8b.toml) at torchtitan "
+                     "e7c0cae, which compiles the loss with --training.compile (components/loss.py: bf16 logits "
+                     "and their bf16 gradient; the 2024-12 rows ran it eager: 'compiling loss function causes "
+                     "CUDA errors, turning off for now') and no longer saves aten.abs in its op list")
         for gpus, tps, mem in ((32, 10938, 47.96), (64, 10753, 46.97))
     ),
     # --- Megatron-Bridge (a different stack): held out ---
@@ -297,7 +304,11 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Moonlight-16B 8xH100 TP2 EP8", MB_RECOMPUTE, 8,
               {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
               tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=36.618 * 1e9 / 2**30,
-              notes="recompute [] control: 457.18 ms/step, 36.618 GB peak allocated; MBS 1 GBS 4 (DP4)"),
+              reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,
+              notes="Bridge 600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100): "
+                    "grad_reduce_in_fp32 false, precision-aware optimizer with bf16 exp_avg/exp_avg_sq beside fp32 "
+                    "main params, TE fused cross entropy; "
+                    "recompute [] control: 457.18 ms/step, 36.618 GB peak allocated; MBS 1 GBS 4 (DP4)"),
 )
 
 

@@ -133,10 +133,20 @@ def test_pairs_compare_different_layouts_of_the_same_job(results):
 def test_torchtitan_memory_rows_within_10_percent(results):
     rows = [r for r in results if r.row.source.startswith("pytorch/torchtitan") and r.row.memory_gib
             and r.row.memory_role == "fit"]
-    assert len(rows) >= 12
+    assert len(rows) >= 18  # the 2024-12 H100 rows and the 2025-06 H200 ones
     bad = [(r.row.name, round(r.memory_error or 0.0, 3)) for r in rows
            if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET]
     assert not bad
+
+
+def test_every_row_that_measured_memory_is_within_10_percent_but_moonlight(results):
+    """The memory target over every measured row, held: only Moonlight's short run is outside (predicted 14% low
+    with its recipe's own optimizer and gradient dtypes; its learned router, not forced to balance, may load one
+    rank's experts beyond the even share the model takes)."""
+    rows = [r for r in results if r.row.memory_gib]
+    assert len(rows) >= 21
+    bad = [r.row.name for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET]
+    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8"]
 
 
 def test_configurations_that_ran_are_predicted_to_fit(results):

@@ -101,3 +101,11 @@ def test_megatron_fsdps_fp32_buffers_are_read_and_counted():
     # the neighbour: FSDP2 has no such buffers, the same options change nothing there
     fsdp2 = layout.with_(strategy="fsdp2")
     assert model_states(shape, fsdp2, TrainingSpec(), load, options) == model_states(shape, fsdp2, TrainingSpec(), load)
+
+
+def test_per_layer_compile_is_read_where_automodel_applies_it():
+    """FSDP2's `enable_compile` compiles each decoder layer (fused memory-bound ops, fewer kept activations); the
+    EP path never receives it (automodel.md §3.3), so an MoE recipe with ep_size > 1 stays eager."""
+    assert recipe_options({"distributed": {"enable_compile": True}}).compiled is True
+    assert recipe_options({"distributed": {"enable_compile": True, "ep_size": 8}}).compiled is None
+    assert recipe_options({"distributed": {"enable_compile": False}}).compiled is None

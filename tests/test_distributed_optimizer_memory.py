@@ -46,6 +46,17 @@ def test_a_bf16_gradient_buffer_halves_it_as_the_performance_presets_run():
     assert states_per_weight("distributed_optimizer", bf16) == pytest.approx(4 + 12 / 8, rel=1e-3)
 
 
+
+def test_the_precision_aware_optimizer_keeps_bf16_moments_beside_fp32_main_weights():
+    """`use_precision_aware_optimizer` with exp_avg/exp_avg_sq bf16 (Moonlight's and DeepSeek-V3's H100 recipes):
+    fp32 main weights (4/dp) and two bf16 moments (4/dp) instead of 12/dp."""
+    bf16 = RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True, reduce_dtype="bfloat16",
+                         moment_dtype="bfloat16")
+    assert states_per_weight("distributed_optimizer", bf16) == pytest.approx(4 + 8 / 8, rel=1e-3)
+    fp32 = RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True, reduce_dtype="bfloat16",
+                         moment_dtype="float32")
+    assert states_per_weight("distributed_optimizer", fp32) == pytest.approx(4 + 12 / 8, rel=1e-3)
+
 def test_fsdp_with_deferred_sync_keeps_its_sharded_fp32_gradients_beside_the_unsharded_ones():
     """Neighbour: FSDP2 with fp32 masters shards fp32 gradients (4/dp) beside the unsharded ones it accumulates."""
     assert states_per_weight("fsdp2", MEGATRON) == pytest.approx(6 + 16 / 8, rel=1e-3)

@@ -277,6 +277,23 @@ def test_sections_some_recipe_holds_a_value_in_take_one() -> None:
     assert _rules({"mixed_precision": "bf16-mixed", "comm_overlap": None}, Q30) == set()
 
 
+@pytest.mark.parametrize("form", ["yaml", "hydra"])
+def test_a_file_judged_against_another_recipe_than_its_header_names_is_told_so(form: str) -> None:
+    """The header names the recipe the file was written for; judged against another (a pretrain recipe for an
+    sft file), its keys fail there, and the warning says why."""
+    body = "train:\n  micro_batch_size: 1\n" if form == "yaml" else "train.micro_batch_size=1\n"
+    text = f"# recipe: {Q30}\n{body}"
+
+    def warned(recipe: str) -> list[str]:
+        report = validate_recipe(text, world_size=16, target="megatron-bridge", recipe_function=recipe)
+        return [f.message for f in report.findings if f.rule == "mb-recipe-header"]
+
+    [message] = warned(Q235)
+    assert Q30 in message and Q235 in message
+    assert warned(Q30) == []
+
+
 def covered_rules() -> set[str]:
     """The rules this module's cases trigger (the registry-coverage tests count them)."""
-    return {c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
+    return ({c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
+            | {"mb-recipe-header"})

@@ -203,6 +203,14 @@ def test_mb_rule_fires_and_neighbour_passes(rule: str, bad: OverrideSet, good: O
     assert rule not in _fired(good, extra)
 
 
+
+def test_a_dense_models_inherited_dispatcher_keys_are_not_flagged() -> None:
+    """Dense recipes (Llama) carry the MoE dispatcher defaults; no dispatcher runs, so nothing to warn about."""
+    inherited = mb(16, S(flex_backend="deepep"))
+    assert "mb-flex-backend-ignored" not in _fired(inherited, {"model": LLAMA_8B})
+    assert "mb-flex-backend-ignored" in _fired(mb(16, S(flex_backend="deepep"), ep=16), {})
+
+
 def test_every_mb_rule_is_megatron_targeted_and_has_a_case() -> None:
     mine = {rid for rid, rule in RULES.items() if rule.target == "megatron-bridge"}
     from test_mbridge_keys import covered_rules

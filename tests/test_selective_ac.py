@@ -76,6 +76,24 @@ def test_selective_keeps_the_policys_share_of_each_layers_activations() -> None:
     assert memory.kept_activation_share("none") == 1.0
 
 
+def test_compiled_blocks_keep_fewer_activations_under_selective_only() -> None:
+    """torch.compile fuses the cheap ops whose intermediates the eager policy keeps: selective keeps
+    SELECTIVE_AC_KEEP_FUSED of the eager no-checkpointing activations; no and full checkpointing are unchanged."""
+    p = problem()
+    compiled = RecipeOptions(compiled=True)
+    eager = {m: estimate_layout(p, layout(activation_checkpointing=m)).memory["activations"] for m in AC_MODES}
+    fused = {m: estimate_layout(p, layout(activation_checkpointing=m), options=compiled).memory["activations"]
+             for m in AC_MODES}
+    embedding = model_shape(p.model, p.training).hidden * p.training.seq_length * 2 * 2 / GIB
+    assert fused["selective"] - embedding == pytest.approx(
+        memory.SELECTIVE_AC_KEEP_FUSED * (eager["off"] - embedding))
+    assert fused["off"] == eager["off"] and fused["full"] == eager["full"]
+    assert memory.SELECTIVE_AC_KEEP_FUSED < memory.SELECTIVE_AC_KEEP
+    # torchtitan's benchmarks compile by default; AutoModel runs eager unless the recipe compiles
+    assert memory.runs_fused(RecipeOptions(framework="torchtitan"))
+    assert not memory.runs_fused(RecipeOptions()) and memory.runs_fused(compiled)
+
+
 @pytest.mark.parametrize("seq", [4096, 32768])
 def test_selective_replays_half_the_gemms_and_the_elementwise_ops_but_no_attention(seq: int) -> None:
     """Full replays the whole forward (a third of the compute); selective saves attention's output and every

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from automodel_dist.cost.profiles import STACKS
 from automodel_dist.cost.recompute import is_module_level, modules_cost, recomputes_pre_mlp_norm
 from automodel_dist.cost.shape import ModelShape
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, is_multi_stage
@@ -49,6 +50,13 @@ LOGIT_BYTES = 8.0
 # activation_checkpointing.py`: the same save set and matmul alternation, whole decoder blocks wrapped, on the
 # dense and the MoE path), so torchtitan's measured rows fit it (peers.md §6 rows 1-2).
 SELECTIVE_AC_KEEP = 0.55
+# The same policy with the blocks compiled (torchtitan's `--training.compile`, AutoModel's
+# `distributed.enable_compile`, which compiles each checkpointed block so the partitioner honours the policy):
+# fused kernels keep fewer of the cheap ops' intermediates. Fit over the five compiled selective rows with
+# measured memory (peers.md §6: torchtitan's 8B compile rows at 8 and 128 H100, eager 82.4 -> 77.0 GiB and
+# 67.0 -> 62.0 GiB at the same shape, and its two 2025-06 H200 rows, whose op list also no longer saves the
+# `abs` of Float8's scale; calibration.py prints each row's error).
+SELECTIVE_AC_KEEP_FUSED = 0.44
 # Layers' worth of full activations alive while one checkpointed layer is recomputed and back-propagated
 # (the recomputed activations and their gradients; fit: peers.md §6 rows 3-4).
 RECOMPUTE_WORKING_LAYERS = 4.0
@@ -197,13 +205,16 @@ class RecipeOptions:
     MegatronFSDP's keys (`distributed.*` with `strategy: megatron_fsdp`): an fp32 main-weight buffer beside
     the bf16 one (AdamW then keeps fp32 states), and an fp32 main-gradient buffer. `compiled`: the memory-bound
     ops run fused (torch.compile, or the stack's fused kernels) or eager, one kernel per op; None takes the
-    stack's default (`FrameworkProfile.fused_elementwise`). `recompute_modules`: Megatron-Core's selective
-    recompute labels (cost/recompute.py); with the Megatron framework, "selective" checkpoints these modules
-    (none: MCore's `[]`) instead of AutoModel's op-level policy. `cuda_graphs`: what the run captures in CUDA
-    graphs (`host.graphed_modules`: () none, ("full_iteration",) whole layers or iterations, else the scopes, e.g.
-    AutoModel's `backend.cuda_graph.modules` or Megatron's `cuda_graph_scope`): the MoE host time it removes.
+    stack's default (`runs_fused`); under op-level selective checkpointing fused blocks keep fewer activations.
+    `recompute_modules`: Megatron-Core's selective recompute labels (cost/recompute.py); with the Megatron
+    framework, "selective" checkpoints these modules (none: MCore's `[]`) instead of AutoModel's op-level policy.
+    `cuda_graphs`: what the run captures in CUDA graphs (`host.graphed_modules`: () none, ("full_iteration",)
+    whole layers or iterations, else the scopes, e.g. AutoModel's `backend.cuda_graph.modules` or Megatron's
+    `cuda_graph_scope`): the MoE host time it removes.
     `mtp_layers`: multi-token-prediction depths the run trains (Megatron's `mtp_num_layers`; AutoModel trains
     none): time only, each a copy of the last decoder layer with an output head of its own (`ModelShape.mtp_gemms`).
+    `moment_dtype`: the dtype of AdamW's two moments; None: the master weights' (torch's AdamW), "bfloat16":
+    Megatron's precision-aware optimizer with `exp_avg_dtype`/`exp_avg_sq_dtype` bf16 beside fp32 main weights.
     """
 
     checkpointing: str | None = None
@@ -224,6 +235,7 @@ class RecipeOptions:
     recompute_modules: tuple[str, ...] = ()
     cuda_graphs: tuple[str, ...] = ()
     mtp_layers: int = 0
+    moment_dtype: str | None = None
 
     @property
     def reduce_bytes(self) -> int:
@@ -286,10 +298,21 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
     return rows * 2 * shape.expert_width * BF16 > EXPERT_MLP_CHUNK_BYTES
 
 
-def kept_activation_share(mode: str) -> float:
+def kept_activation_share(mode: str, fused: bool = False) -> float:
     """Share of a layer's no-checkpointing activations kept until backward without "full" checkpointing
-    (which keeps only each layer's input: `_rank_parts`): all of them, or selective's saved op outputs."""
-    return SELECTIVE_AC_KEEP if mode == "selective" else 1.0
+    (which keeps only each layer's input: `_rank_parts`): all of them, or selective's saved op outputs (fewer
+    when the blocks are compiled)."""
+    if mode != "selective":
+        return 1.0
+    return SELECTIVE_AC_KEEP_FUSED if fused else SELECTIVE_AC_KEEP
+
+
+def runs_fused(options: RecipeOptions) -> bool:
+    """Whether the run's memory-bound ops are fused kernels: the recipe's say (torch.compile on or off), else
+    its stack's default (`profiles.STACKS`)."""
+    if options.compiled is not None:
+        return options.compiled
+    return STACKS[options.framework].fused_elementwise
 
 
 class ModelStates(NamedTuple):
@@ -351,7 +374,9 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
             weights += main
         if options.grad_reduce_in_fp32:
             grads = sharded_w * FP32 + fp32_extra
-    return ModelStates(weights, grads, main * 2, dense_w, experts_w, trained_unsharded)
+    moments = main if options.moment_dtype is None else (
+        sharded_w * (BF16 if options.moment_dtype in ("bfloat16", "bf16") else FP32))
+    return ModelStates(weights, grads, moments * 2, dense_w, experts_w, trained_unsharded)
 
 
 def step_grad_copy(states: ModelStates, layout: Layout, options: RecipeOptions, transient: float) -> float:
@@ -475,7 +500,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            kept = 1.0 if module_level else kept_activation_share(mode)
+            kept = 1.0 if module_level else kept_activation_share(mode, runs_fused(options))
             act_elems = kept * chunks_in_flight(layout, rank) / n_stages * (
                 dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16

@@ -33,9 +33,6 @@ PARAMETERS_FILE = Path(__file__).with_name("fitted_parameters.json")
 class FrameworkProfile:
     """What one training stack does differently on the same hardware (see the module docstring).
 
-    `fused_elementwise`: the stack's memory-bound ops run as fused kernels by default (Megatron's TE fusions;
-    torchtitan under torch.compile, which its benchmarks use) rather than one eager kernel per op (AutoModel);
-    a run may say otherwise (`RecipeOptions.compiled`).
     `ep_overlap`: share of the compute time the MoE dispatch/combine can run under (Megatron's EP overlap
     runs one micro batch's exchange during another's compute; dispatch beyond it stays exposed; AutoModel
     runs them on the critical path). `tp_exposed`: share of TP collectives left exposed with async TP / TP
@@ -50,7 +47,6 @@ class FrameworkProfile:
     tp_exposed: float
     peft_efficiency: float
     torch_pipeline: bool
-    fused_elementwise: bool
 
 
 @dataclass(frozen=True)
@@ -139,7 +135,10 @@ class Parameters:
 
 
 class StackFacts(NamedTuple):
-    """What a stack runs, read from its code (not fitted)."""
+    """What a stack runs, read from its code (not fitted). `fused_elementwise`: its memory-bound ops run as fused
+    kernels by default (Megatron's TE fusions; torchtitan under torch.compile, which its benchmarks use) rather
+    than one eager kernel per op (AutoModel); a run may say otherwise (`RecipeOptions.compiled`, read by
+    `memory.runs_fused`)."""
 
     fused_elementwise: bool
     torch_pipeline: bool
@@ -174,8 +173,8 @@ def _from_json(data: dict) -> Parameters:
     profiles = {}
     for name, facts in STACKS.items():
         kw = {f.name: values[f"{name}.{f.name}"] for f in fields(FrameworkProfile)
-              if f.name not in ("name", *StackFacts._fields)}
-        profiles[name] = FrameworkProfile(name=name, **facts._asdict(), **kw)
+              if f.name not in ("name", "torch_pipeline")}
+        profiles[name] = FrameworkProfile(name=name, torch_pipeline=facts.torch_pipeline, **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
     return Parameters(physics=physics, profiles=profiles, cv_bands=bands)

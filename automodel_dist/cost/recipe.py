@@ -1,8 +1,8 @@
 """RecipeOptions read from an AutoModel recipe: the settings outside the Layout that move memory or time.
 
 `validate` estimates recipes someone already has; their choices (deferred gradient sync off, bf16
-reduction, a fused cross entropy, selective checkpointing, fp32 weights) must reach the cost model, or
-a recipe that runs would be called an OOM (AutoModel's own 70B benchmark sets
+reduction, a fused cross entropy, selective checkpointing, per-layer compile, fp32 weights) must reach
+the cost model, or a recipe that runs would be called an OOM (AutoModel's own 70B benchmark sets
 `defer_fsdp_grad_sync: false` for exactly that reason).
 """
 
@@ -43,6 +43,9 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
     elif isinstance(target, str) and target.endswith("MaskedCrossEntropy") and loss.get("fp32_upcast") is False:
         logit_bytes = 4.0  # bf16 logits and a bf16 log-softmax
     graphed = _section(backend.get("cuda_graph")).get("modules")
+    # FSDP2's per-layer torch.compile (`enable_compile`), inert on the EP path (automodel.md §3.3)
+    ep_size = distributed.get("ep_size", 1)
+    compiled = distributed.get("enable_compile") is True and not (isinstance(ep_size, int) and ep_size > 1)
     # activation checkpointing, selective too, is the layout's (parse reads it into Layout.activation_checkpointing)
     return RecipeOptions(
         master_weights="fp32" if _dtype(model.get("torch_dtype")) in _THIRTY_TWO_BIT else "bf16",
@@ -54,6 +57,7 @@ def recipe_options(recipe: Mapping[str, Any]) -> RecipeOptions:
         fsdp_optimizations=backend.get("enable_fsdp_optimizations") is True,
         preserve_fp32_weights=distributed.get("preserve_fp32_weights") is True,
         grad_reduce_in_fp32=distributed.get("grad_reduce_in_fp32") is True,
+        compiled=True if compiled else None,
         # AutoModel captures per-layer graphs of the listed modules (Transformer Engine's graphed callables)
         cuda_graphs=graphed_modules("transformer_engine", (m for m in graphed if isinstance(m, str)))
         if isinstance(graphed, list) else (),

@@ -42,6 +42,7 @@ from automodel_dist.cost.memory import (
     expert_mlp_checkpointed,
     micro_batch_tokens,
     micro_batches_per_step,
+    runs_fused,
     split_loads,
     weights_stay_gathered,
 )
@@ -172,14 +173,6 @@ def elementwise_bytes(shape: ModelShape, layout: Layout, physics: Physics, *, fu
     moe = (shape.moe_act_rep + shape.moe_act_expert) * rep + shape.moe_act_tp
     per_element = physics.elementwise_bytes if fused else physics.eager_elementwise_bytes
     return (shape.dense_layers * dense + shape.moe_layers * moe) * per_element
-
-
-def runs_fused(options: RecipeOptions, params: Parameters) -> bool:
-    """Whether the run's memory-bound ops are fused kernels: the recipe's say (torch.compile on or off), else
-    its stack's default."""
-    if options.compiled is not None:
-        return options.compiled
-    return params.profile(options.framework).fused_elementwise
 
 
 def _bandwidth(gpu: GpuSpec, group: int, span: int, nvlink_domain: int, *, aggregate: bool = True) -> float:
@@ -429,7 +422,7 @@ def compute_seconds(shape: ModelShape, layout: Layout, training: TrainingSpec, g
                       / (block + ATTENTION_BLOCK_TOKENS))
     attention_time = tokens_per_gpu * attention / attention_rate
     linear_attention_time = linear_attention_seconds(shape, layout, gpu, tokens_per_gpu)
-    streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options, params))
+    streamed = (tokens_per_gpu * elementwise_bytes(shape, layout, physics, fused=runs_fused(options))
                 / hbm_bytes_per_s(gpu))
     imbalance = stage_imbalance(shape, layout)
     gemm_time = tokens_per_gpu * (linear_time + expert_time)

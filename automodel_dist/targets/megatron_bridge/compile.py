@@ -64,7 +64,13 @@ from automodel_dist.targets.megatron_bridge.parse import (
 from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
-from automodel_dist.targets.megatron_bridge.rules import check_appends, check_keys, check_overrides, check_sbatch
+from automodel_dist.targets.megatron_bridge.rules import (
+    RECIPE_HEADER,
+    check_appends,
+    check_keys,
+    check_overrides,
+    check_sbatch,
+)
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
@@ -259,6 +265,10 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
     known = recipe if recipe in recipe_fields().recipes else None
     findings = check_keys(read.flat, known, hydra=read.hydra is not None)
+    if read.written_for not in (None, recipe):
+        findings.append(RECIPE_HEADER.finding(
+            f"the file was written for {read.written_for} (its `# recipe:` line) and is judged against {recipe}",
+            path="", hint=f"--recipe {read.written_for}, or leave --recipe out and the header names it"))
     if read.hydra is not None:
         findings += check_appends(read.hydra, known, read.lines)
     findings += check_overrides(read.override, model=spec, cluster=cluster, task=recipe_task(recipe))
@@ -320,6 +330,7 @@ class ReadOverrides:
     lines: list[int] | None
     locate: Locator
     filename: str
+    written_for: str | None = None  # the recipe function the file's `# recipe:` line names
 
 
 def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> ReadOverrides:
@@ -327,10 +338,14 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         items = _hydra_list(source)
         return ReadOverrides(parse_overrides(items, world_size=world_size, base=base), flat_overrides(items),
                              read_hydra(items), None, list, "<overrides>")
+    written_for = None
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
+        from automodel_dist.validate import header_recipe
+
         text, filename = source_text(source, what="overrides")
+        written_for = header_recipe(text)
         lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
@@ -348,12 +363,12 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
                         for f in findings]
 
             override = parse_overrides(items, world_size=world_size, where=where, base=base)
-            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename)
+            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename, written_for)
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
-                         lambda findings: locate_all(doc, findings), doc.filename)
+                         lambda findings: locate_all(doc, findings), doc.filename, written_for)
 
 
 def refuse_dotted_keys(doc: Document) -> None:

@@ -168,6 +168,9 @@ APPEND_MISSING = _rule("mb-hydra-append-missing", ERROR, "",
 APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
                        "in a Hydra list, + appends only where the key holds nothing: on a key with a value Hydra "
                        "refuses the list (write it without +, or ++ to add or override)")
+RECIPE_HEADER = _rule("mb-recipe-header", WARNING, "",
+                      "an override file written for one recipe function (its `# recipe:` line) judged against "
+                      "another: its keys and values are the first one's")
 HYDRA_DUPLICATE = _rule("mb-hydra-duplicate-key", WARNING, "",
                         "a key set twice in a Hydra list: Hydra applies both, the later value wins")
 HYDRA_EMPTY = _rule("mb-hydra-empty-value", WARNING, "",
@@ -457,7 +460,8 @@ def _dispatcher(c: Context) -> list[Finding]:
         refusal = flex_refusal(s.flex_backend, c.cluster)
         if refusal:
             out.append(FLEX_GPU.finding(refusal, hint="HybridEP on GB200/GB300, or the alltoall dispatcher"))
-    if s.flex_backend and s.dispatcher_type != "flex":
+    dense = c.model is not None and not c.model.is_moe  # no dispatcher runs: the recipe's dispatcher keys are inert
+    if s.flex_backend and s.dispatcher_type != "flex" and not dense:
         out.append(FLEX_IGNORED.finding(
             f"moe_flex_dispatcher_backend={s.flex_backend} does nothing while moe_token_dispatcher_type is "
             f"{s.dispatcher_type}", hint="set model.moe_token_dispatcher_type=flex too"))
