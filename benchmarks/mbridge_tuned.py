@@ -30,10 +30,9 @@ from automodel_dist.errors import AutomodelDistError
 from automodel_dist.explain import error_band
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
-from automodel_dist.problem import Problem
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import check_planned, megatron_flops, megatron_options
+from automodel_dist.targets.megatron_bridge.plan import check_planned, in_megatron_count, megatron_options
 
 DSV3, Q235, Q30, QNEXT = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B",
                           "Qwen/Qwen3-Next-80B-A3B-Instruct")
@@ -85,12 +84,6 @@ def intent(row: CardRow) -> dict:
                          "precision": row.precision}}
 
 
-def megatron_tflops(problem: Problem, layout: Layout, est: Estimate) -> float:
-    """The estimate's throughput in Megatron-Bridge's TFLOP/s/GPU (its FLOP count: the MTP depths the run trains, the
-    recipe's vocabulary padding)."""
-    return est.tokens_per_s_per_gpu * megatron_flops(problem, layout) / 1e12
-
-
 def card_layout(row: CardRow) -> str:
     """The card's layout, labelled as explain labels a Megatron layout (Layout.short)."""
     return megatron_layout(row.gpus, tp=row.tp, pp=row.pp, vpp=row.vpp, ep=row.ep, sequence_parallel=row.tp > 1,
@@ -113,7 +106,7 @@ def card_pinned(row: CardRow) -> tuple[Estimate, Layout] | str:
         options = megatron_options(problem, layout)
         if row.ep_overlap is not None:
             options = replace(options, ep_overlap=row.ep_overlap)
-        est = estimate_layout(problem, layout, options=options)
+        est = in_megatron_count(problem, layout, estimate_layout(problem, layout, options=options), options.mtp_layers)
         fits = est.memory_gib <= problem.cluster.gpu.hbm_gib * (1 - problem.memory_headroom)
         if errors:
             return f"breaks {', '.join(errors)}"
@@ -129,8 +122,7 @@ def card_estimate(row: CardRow) -> tuple[str, float | None]:
         return pinned, None
     est, layout = pinned
     recompute = layout.activation_checkpointing == "selective"
-    problem = resolve_intent(load_intent(intent(row)))
-    tflops = megatron_tflops(problem, layout, est)
+    tflops = est.tflops_per_gpu  # Megatron's count (plan.in_megatron_count)
     return f"{tflops:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})", tflops
 
 
@@ -151,7 +143,7 @@ def table_row(row: CardRow) -> str:
     dispatcher = (s.flex_backend or s.dispatcher_type) if s else "-"
     ours = lay.short()
     same = "yes" if (lay.tp, lay.pp, lay.ep, lay.etp) == (row.tp, row.pp, row.ep, 1) else "no"
-    predicted = megatron_tflops(result.problem, lay, result.estimate)
+    predicted = result.estimate.tflops_per_gpu  # Megatron's count (plan.estimate_planned)
     published = f"{row.published:g}" if row.published else "remeasure"
     ratio = f"{predicted / row.published:.2f}" if row.published else "-"
     band = error_band(result)

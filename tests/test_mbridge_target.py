@@ -190,3 +190,22 @@ def test_blackwell_graphs_attention_with_the_router_and_hopper_only_the_router()
         "training.task=pretrain", "parallelism.activation_checkpointing=selective"]).override.settings
     assert selective.recompute_modules == ("moe_act",)  # attention is not recomputed: it is graphed
     assert selective.cuda_graph_scope == ("attn", "moe_router", "moe_preprocess")
+
+
+def test_the_target_reports_tflops_in_megatron_bridges_own_count() -> None:
+    """Megatron-Bridge's log prints TFLOP/s in its FLOP count (MTP depths, the padded vocabulary, its attention
+    count), so the override file's header and explain's table use that count, not the cost model's own."""
+    from automodel_dist.cost.model import estimate_layout
+    from automodel_dist.targets.megatron_bridge.plan import megatron_flops
+
+    result = compile_megatron(EXAMPLES / "deepseek-v3-256xgb200.yaml")
+    est, lay = result.estimate, result.layout
+    megatron = est.tokens_per_s_per_gpu * megatron_flops(result.problem, lay) / 1e12
+    assert est.tflops_per_gpu == pytest.approx(megatron, rel=1e-9)
+    own = estimate_layout(result.problem, lay, options=result.cost_options())
+    assert own.tokens_per_s_per_gpu == est.tokens_per_s_per_gpu and own.tflops_per_gpu != pytest.approx(megatron)
+    assert est.mfu == pytest.approx(own.mfu * megatron / own.tflops_per_gpu)
+    assert f"{megatron:.0f} TFLOP/s/GPU" in result.yaml
+    assert all(a.estimate.tflops_per_gpu == pytest.approx(
+        a.estimate.tokens_per_s_per_gpu * megatron_flops(result.problem, a.layout) / 1e12, rel=1e-9)
+        for a in result.alternatives[:3])

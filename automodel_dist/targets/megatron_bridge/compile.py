@@ -161,8 +161,8 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
         f"{lay.pp * max(lay.tp * lay.cp, lay.ep * lay.etp)})",
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
-        f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU, {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU "
-        "(Megatron cost profile)",
+        f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU as its log counts them, {estimate.tokens_per_s_per_gpu:,.0f} "
+        "tokens/s/GPU (Megatron cost profile)",
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
         *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "

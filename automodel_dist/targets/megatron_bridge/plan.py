@@ -11,6 +11,7 @@ compiler never writes what `validate --target megatron-bridge` rejects.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
@@ -118,15 +119,25 @@ def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:
     return cost_options(problem, layout, decide(problem, layout)[0])
 
 
-def megatron_flops(problem: Problem, layout: Layout) -> float:
+def megatron_flops(problem: Problem, layout: Layout, mtp_layers: int | None = None) -> float:
     """Megatron-Bridge's model FLOPs per token (its logged TFLOP/s' count) of the override set the emitter writes for
-    `layout`: the MTP depths it trains, the vocabulary padded as its recipe function's bridge pads it."""
+    `layout`: the MTP depths it trains (`mtp_layers`, else the emitter's), the vocabulary padded as its recipe
+    function's bridge pads it."""
     recipe = recipe_for(problem.model, problem.training.task)
-    return megatron_flops_per_token(problem.model, problem.training.seq_length, tp=layout.tp,
-                                    mtp_layers=megatron_options(problem, layout).mtp_layers,
+    mtp = megatron_options(problem, layout).mtp_layers if mtp_layers is None else mtp_layers
+    return megatron_flops_per_token(problem.model, problem.training.seq_length, tp=layout.tp, mtp_layers=mtp,
                                     vocab_divisible_by=vocab_divisible_by(recipe.function if recipe else None))
 
 
+def in_megatron_count(problem: Problem, layout: Layout, estimate: Estimate, mtp_layers: int) -> Estimate:
+    """`estimate` with its TFLOP/s and MFU in Megatron-Bridge's FLOP count, the figure its training log prints
+    (the cost model counts FLOPs as AutoModel does: no MTP, no padded vocabulary, its own attention count)."""
+    tflops = estimate.tokens_per_s_per_gpu * megatron_flops(problem, layout, mtp_layers) / 1e12
+    scale = tflops / estimate.tflops_per_gpu if estimate.tflops_per_gpu else 0.0
+    return replace(estimate, tflops_per_gpu=tflops, mfu=estimate.mfu * scale)
+
+
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
-    """The Megatron cost profile on the override set the emitter writes for `layout`."""
-    return estimate_layout(problem, layout, options=megatron_options(problem, layout))
+    """The Megatron cost profile on the override set the emitter writes for `layout`, in Megatron's FLOP count."""
+    options = megatron_options(problem, layout)
+    return in_megatron_count(problem, layout, estimate_layout(problem, layout, options=options), options.mtp_layers)
