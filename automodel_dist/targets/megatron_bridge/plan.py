@@ -11,7 +11,7 @@ compiler never writes what `validate --target megatron-bridge` rejects.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
@@ -123,9 +123,15 @@ def megatron_flops(problem: Problem, layout: Layout, mtp_layers: int | None = No
     """Megatron-Bridge's model FLOPs per token (its logged TFLOP/s' count) of the override set the emitter writes for
     `layout`: the MTP depths it trains (`mtp_layers`, else the emitter's), the vocabulary padded as its recipe
     function's bridge pads it."""
-    recipe = recipe_for(problem.model, problem.training.task)
     mtp = megatron_options(problem, layout).mtp_layers if mtp_layers is None else mtp_layers
-    return megatron_flops_per_token(problem.model, problem.training.seq_length, tp=layout.tp, mtp_layers=mtp,
+    return _flops_per_token(problem.model, problem.training.seq_length, problem.training.task, layout.tp, mtp)
+
+
+@lru_cache(maxsize=256)
+def _flops_per_token(model: ModelSpec, seq_length: int, task: str, tp: int, mtp_layers: int) -> float:
+    """`megatron_flops`, once per job and TP (the planner reports it for every layout it times)."""
+    recipe = recipe_for(model, task)
+    return megatron_flops_per_token(model, seq_length, tp=tp, mtp_layers=mtp_layers,
                                     vocab_divisible_by=vocab_divisible_by(recipe.function if recipe else None))
 
 
@@ -134,7 +140,8 @@ def in_megatron_count(problem: Problem, layout: Layout, estimate: Estimate, mtp_
     (the cost model counts FLOPs as AutoModel does: no MTP, no padded vocabulary, its own attention count)."""
     tflops = estimate.tokens_per_s_per_gpu * megatron_flops(problem, layout, mtp_layers) / 1e12
     scale = tflops / estimate.tflops_per_gpu if estimate.tflops_per_gpu else 0.0
-    return replace(estimate, tflops_per_gpu=tflops, mfu=estimate.mfu * scale)
+    # built from the fields directly: `dataclasses.replace` re-checks each field, a visible share of a compile
+    return Estimate(**{**vars(estimate), "tflops_per_gpu": tflops, "mfu": estimate.mfu * scale})
 
 
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
