@@ -25,14 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.model import estimate_layout
 from automodel_dist.errors import AutomodelDistError
 from automodel_dist.explain import error_band
 from automodel_dist.intent import load_intent, resolve_intent
 from automodel_dist.layout import Layout
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import check_planned, in_megatron_count, megatron_options
+from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_megatron_run, megatron_options
 
 DSV3, Q235, Q30, QNEXT = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B",
                           "Qwen/Qwen3-Next-80B-A3B-Instruct")
@@ -108,7 +107,7 @@ def card_pinned(row: CardRow) -> tuple[Estimate, Layout] | str:
         options = megatron_options(problem, layout)
         if row.ep_overlap is not None:
             options = replace(options, ep_overlap=row.ep_overlap)
-        est = in_megatron_count(problem, layout, estimate_layout(problem, layout, options=options), options.mtp_layers)
+        est = estimate_megatron_run(problem, layout, options)
         fits = est.memory_gib <= problem.cluster.gpu.hbm_gib * (1 - problem.memory_headroom)
         if errors:
             return f"breaks {', '.join(errors)}"
@@ -124,7 +123,7 @@ def card_estimate(row: CardRow) -> tuple[str, float | None]:
         return pinned, None
     est, layout = pinned
     recompute = layout.activation_checkpointing == "selective"
-    tflops = est.tflops_per_gpu  # Megatron's count (plan.in_megatron_count)
+    tflops = est.tflops_per_gpu  # Megatron's count (plan.estimate_megatron_run)
     return f"{tflops:.0f} ({est.memory_gib:.0f} GiB{', recompute:selective' if recompute else ''})", tflops
 
 

@@ -24,7 +24,7 @@ from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.targets.megatron_bridge.choose import recompute_candidates
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
-from automodel_dist.targets.megatron_bridge.plan import in_megatron_count
+from automodel_dist.targets.megatron_bridge.plan import estimate_megatron_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from calibration_data import MOONLIGHT
@@ -192,8 +192,7 @@ def test_compile_writes_the_narrowest_fitting_set_and_costs_exactly_it() -> None
     written = result.override.settings.recompute_modules
     assert written and "moe" not in written
     assert result.cost_options().recompute_modules == written
-    costed = estimate_layout(result.problem, result.layout, options=result.cost_options())
-    assert result.estimate == in_megatron_count(result.problem, result.layout, costed, result.cost_options().mtp_layers)
+    assert result.estimate == estimate_megatron_run(result.problem, result.layout, result.cost_options())
     assert all(label in result.why["recompute_modules"] for label in written)
     assert f"selective of modules {', '.join(written)}" in render_explain(result)
     # a narrower prefix of the ladder would not fit: drop the last label and the peak exceeds the limit

@@ -239,7 +239,12 @@ class RecipeOptions:
 
     @property
     def reduce_bytes(self) -> int:
-        return BF16 if self.reduce_dtype in ("bfloat16", "bf16") else FP32
+        return dtype_bytes(self.reduce_dtype)
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype as the options name it: 2 for "bfloat16" or "bf16", else 4 (fp32)."""
+    return BF16 if dtype in ("bfloat16", "bf16") else FP32
 
 
 AUTOMODEL_DEFAULTS = RecipeOptions()
@@ -374,8 +379,7 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
             weights += main
         if options.grad_reduce_in_fp32:
             grads = sharded_w * FP32 + fp32_extra
-    moments = main if options.moment_dtype is None else (
-        sharded_w * (BF16 if options.moment_dtype in ("bfloat16", "bf16") else FP32))
+    moments = main if options.moment_dtype is None else sharded_w * dtype_bytes(options.moment_dtype)
     return ModelStates(weights, grads, moments * 2, dense_w, experts_w, trained_unsharded)
 
 
@@ -452,6 +456,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
                   else shape.moe_act_expert) + (shape.moe_act_output if options.framework == "megatron" else 0.0)
     moe_act = (moe_rep + moe_expert) / rep_div + shape.moe_act_tp / tp  # SP: tokens split
     module_level = is_module_level(mode, options.framework)
+    kept = 1.0 if module_level else kept_activation_share(mode, runs_fused(options))  # without full checkpointing
     if module_level:  # Megatron's selective recompute: what its modules free (cost/recompute.py)
         freed = modules_cost(shape, options.recompute_modules,
                              pre_mlp_norm=recomputes_pre_mlp_norm(layout.dispatcher)).freed
@@ -500,7 +505,6 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
             act_elems = chunks_in_flight(layout, rank) * layers / n_stages * shape.hidden / rep_div
             act_elems += RECOMPUTE_WORKING_LAYERS * max(dense_act if dense_n else 0.0, moe_act if moe_n else 0.0)
         else:
-            kept = 1.0 if module_level else kept_activation_share(mode, runs_fused(options))
             act_elems = kept * chunks_in_flight(layout, rank) / n_stages * (
                 dense_n * dense_act + moe_n * moe_act)
         activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16

@@ -72,7 +72,7 @@ from automodel_dist.targets.megatron_bridge.rules import (
     check_sbatch,
 )
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import memory_fit_finding, read_sbatch
+from automodel_dist.validate import header_recipe, memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
@@ -342,8 +342,6 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
-        from automodel_dist.validate import header_recipe
-
         text, filename = source_text(source, what="overrides")
         written_for = header_recipe(text)
         lines = hydra_file(text, filename)

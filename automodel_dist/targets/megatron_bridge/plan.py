@@ -144,7 +144,11 @@ def in_megatron_count(problem: Problem, layout: Layout, estimate: Estimate, mtp_
     return Estimate(**{**vars(estimate), "tflops_per_gpu": tflops, "mfu": estimate.mfu * scale})
 
 
+def estimate_megatron_run(problem: Problem, layout: Layout, options: RecipeOptions) -> Estimate:
+    """The Megatron cost profile on `layout` run with `options`, in Megatron's FLOP count."""
+    return in_megatron_count(problem, layout, estimate_layout(problem, layout, options=options), options.mtp_layers)
+
+
 def estimate_planned(problem: Problem, layout: Layout) -> Estimate:
     """The Megatron cost profile on the override set the emitter writes for `layout`, in Megatron's FLOP count."""
-    options = megatron_options(problem, layout)
-    return in_megatron_count(problem, layout, estimate_layout(problem, layout, options=options), options.mtp_layers)
+    return estimate_megatron_run(problem, layout, megatron_options(problem, layout))
