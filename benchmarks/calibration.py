@@ -107,7 +107,8 @@ def _options(row: CalibrationRow, checkpointing: str) -> RecipeOptions:
                          reduce_dtype=row.reduce_dtype, async_tp=row.async_tp, framework=row.framework,
                          fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention,
                          compiled=row.compiled, ep_overlap=row.ep_overlap, recompute_modules=row.recompute_modules,
-                         cuda_graphs=row.cuda_graphs, moment_dtype=row.moment_dtype)
+                         cuda_graphs=row.cuda_graphs, moment_dtype=row.moment_dtype,
+                         precision_aware=row.precision_aware)
 
 
 def options(row: CalibrationRow) -> RecipeOptions:

@@ -94,6 +94,7 @@ class CalibrationRow:
     master_weights: str = "bf16"  # AutoModel loads bf16 weights; torchtitan and Megatron keep fp32 masters
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     moment_dtype: str | None = None  # AdamW's moments (None: the master weights' dtype; RecipeOptions.moment_dtype)
+    precision_aware: bool = False  # Megatron's precision-aware optimizer (RecipeOptions.precision_aware)
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
@@ -157,7 +158,8 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               precision: str = "bf16",
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
               gpu: str = "h100", cuda_graphs: tuple[str, ...] = (), reduce_dtype: str = "float32",
-              moment_dtype: str | None = None, logit_bytes: float | None = None, notes: str) -> CalibrationRow:
+              moment_dtype: str | None = None, logit_bytes: float | None = None, precision_aware: bool = False,
+              notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -168,7 +170,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
         memory_role="held-out", cuda_graphs=cuda_graphs, reduce_dtype=reduce_dtype, moment_dtype=moment_dtype,
-        logit_bytes=logit_bytes, notes=notes,
+        logit_bytes=logit_bytes, precision_aware=precision_aware, notes=notes,
     )
 
 
@@ -292,11 +294,20 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"ep": 16, "local_batch_size": 1, "dispatcher": "hybridep"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
               cuda_graphs=graphed_modules("transformer_engine", ("moe_router", "moe_preprocess")),
-              notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated"),
+              reduce_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
+              notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated. "
+                    "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at Bridge 3a9559f0 (model verification card "
+                    "qwen3-30b-a3b): _perf_precision('bf16') and _benchmark_common set grad_reduce_in_fp32 false "
+                    "and TE's fused cross entropy; its base recipe turns the precision-aware optimizer on (fp32 "
+                    "main weights and moments)"),
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
-              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated"),
+              reduce_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
+              notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated. The 2026-05 "
+                    "performance scripts (scripts/performance at Bridge 17a381f95): qwen3_llm_pretrain.py sets "
+                    "grad_reduce_in_fp32 false, utils/overrides.py TE's fused cross entropy and, for BF16 with "
+                    "Adam, the precision-aware optimizer"),
     _megatron("MB Qwen3-30B-A3B 32xH100 EP8 full recompute", MB_HW, 32,
               {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
               4096, 256, checkpointing="full", tflops=210,
@@ -305,6 +316,7 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
               tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=36.618 * 1e9 / 2**30,
               reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,
+              precision_aware=True,
               notes="Bridge 600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100): "
                     "grad_reduce_in_fp32 false, precision-aware optimizer with bf16 exp_avg/exp_avg_sq beside fp32 "
                     "main params, TE fused cross entropy; "
@@ -457,6 +469,10 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         # `_benchmark_common(cross_entropy_impl="te")`): it keeps only the output layer's bf16 logits and writes
         # their gradient into the same buffer, 2 bytes per logit
         logit_bytes=MB_PERF_LOGIT_BYTES, reduce_dtype=MB_PERF_REDUCE_DTYPE,
+        # the performance scripts turn the precision-aware optimizer on for BF16 runs since they exist
+        # (scripts/performance at Bridge 568b3a3ef, 2025-08: `if args.compute_dtype == "bf16"`) and off again with
+        # Megatron FSDP ("cannot work with FSDP together", utils/overrides.py)
+        precision_aware=precision == "bf16" and r["fsdp"] != "1",
         # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
         defer_grad_sync=r["fsdp"] != "1",
         tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),

@@ -57,6 +57,47 @@ def test_the_precision_aware_optimizer_keeps_bf16_moments_beside_fp32_main_weigh
                          moment_dtype="float32")
     assert states_per_weight("distributed_optimizer", fp32) == pytest.approx(4 + 12 / 8, rel=1e-3)
 
+def test_the_precision_aware_optimizer_keeps_the_main_weights_as_16_bit_remainders():
+    """Megatron-Core's `store_param_remainders` (default true; TE's FusedAdam >= 2.1): the fp32 main weight is the bf16
+    weight plus 16 remainder bits, 2/dp bytes instead of 4/dp; the moments keep their own dtype (fp32 here)."""
+    aware = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16", precision_aware=True)
+    assert states_per_weight("distributed_optimizer", aware) == pytest.approx(4 + (2 + 8) / 8, rel=1e-3)
+    bf16_moments = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16",
+                                 precision_aware=True, moment_dtype="bfloat16")
+    assert states_per_weight("distributed_optimizer", bf16_moments) == pytest.approx(4 + (2 + 4) / 8, rel=1e-3)
+
+
+def test_the_precision_aware_switch_leaves_fsdp_as_it_is():
+    """Neighbour: the remainders are the distributed optimizer's; FSDP2's states do not change with the switch."""
+    aware = RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True, precision_aware=True)
+    assert states_per_weight("fsdp2", aware) == pytest.approx(states_per_weight("fsdp2", MEGATRON), rel=1e-9)
+
+
+def test_the_precision_aware_optimizer_reads_the_bf16_gradients_without_an_fp32_copy():
+    """`decoupled_grad` is a view of the bf16 buffer's shard (DistributedOptimizer._copy_model_grads_to_main_grads):
+    the step adds nothing to the peak, where the plain optimizer's `.float()` copy may."""
+    lay = layout("distributed_optimizer")
+    load = memory.every_rank_load(SHAPE, lay)[0]
+    plain = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16")
+    aware = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16", precision_aware=True)
+    assert memory.step_grad_copy(memory.model_states(SHAPE, lay, TRAINING, load, plain), lay, plain, 0.0) > 0
+    assert memory.step_grad_copy(memory.model_states(SHAPE, lay, TRAINING, load, aware), lay, aware, 0.0) == 0.0
+
+
+def test_megatron_holds_the_full_activation_count_in_bf16_and_half_of_it_with_fp8_gemms():
+    """The shared activation count as each stack holds it: AutoModel and Megatron's BF16 runs in full, Megatron's
+    FP8 runs at the bound its FP8 runs set (memory.MEGATRON_FP8_ACTIVATION_SHARE)."""
+    fp8 = TrainingSpec(task="pretrain", seq_length=4096, global_batch_size=256, precision="fp8")
+    assert memory.activation_share(MEGATRON, TRAINING) == 1.0
+    assert memory.activation_share(MEGATRON, fp8) == memory.MEGATRON_FP8_ACTIVATION_SHARE == 0.5
+    assert memory.activation_share(RecipeOptions(), fp8) == 1.0
+    lay = layout("distributed_optimizer")
+    full = memory.memory_breakdown(SHAPE, lay, TRAINING, options=MEGATRON)["activations"]
+    half = memory.memory_breakdown(model_shape(resolve_model("meta-llama/Llama-3.1-70B"), fp8), lay, fp8,
+                                   options=MEGATRON)["activations"]
+    assert half == pytest.approx(full / 2, rel=1e-9)
+
+
 def test_fsdp_with_deferred_sync_keeps_its_sharded_fp32_gradients_beside_the_unsharded_ones():
     """Neighbour: FSDP2 with fp32 masters shards fp32 gradients (4/dp) beside the unsharded ones it accumulates."""
     assert states_per_weight("fsdp2", MEGATRON) == pytest.approx(6 + 16 / 8, rel=1e-3)

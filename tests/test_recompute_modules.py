@@ -15,8 +15,8 @@ from automodel_dist.catalog.hardware import get_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost import throughput
-from automodel_dist.cost.memory import RecipeOptions
-from automodel_dist.cost.model import MEGATRON_ACTIVATION_SHARE, estimate_layout
+from automodel_dist.cost.memory import RecipeOptions, activation_share
+from automodel_dist.cost.model import estimate_layout
 from automodel_dist.cost.recompute import Freed, module_cost, modules_cost
 from automodel_dist.cost.shape import model_shape
 from automodel_dist.explain import render_explain
@@ -86,11 +86,11 @@ def test_whole_moe_stands_in_for_the_labels_inside_it() -> None:
 # -- memory: the estimate's activations drop by exactly the freed bytes ----------------------------------------
 def test_moe_act_frees_top_k_activation_outputs_of_every_layer_on_the_peak() -> None:
     """Qwen3-30B-A3B TP1 EP16 on 16 H100, one micro batch of 4,096 tokens: 48 MoE layers x 8 x 768 elements,
-    bf16, held as Megatron holds activations (and the allocator's fragmentation shrinking with them)."""
+    bf16, held as Megatron holds BF16 activations (and the allocator's fragmentation shrinking with them)."""
     p = problem(Q30, 16)
     lay = megatron_layout(16, ep=16, activation_checkpointing="selective", global_batch_size=64, dispatcher="deepep")
     none, act = estimate(p, lay, ()), estimate(p, lay, ("moe_act",))
-    freed = 48 * 8 * 768 * 4096 * 2 * MEGATRON_ACTIVATION_SHARE / GIB
+    freed = 48 * 8 * 768 * 4096 * 2 * activation_share(RecipeOptions(framework="megatron"), p.training) / GIB
     assert none.memory["activations"] - act.memory["activations"] == pytest.approx(freed, rel=1e-9)
     assert act.memory_gib < none.memory_gib
 

@@ -215,6 +215,10 @@ class RecipeOptions:
     none): time only, each a copy of the last decoder layer with an output head of its own (`ModelShape.mtp_gemms`).
     `moment_dtype`: the dtype of AdamW's two moments; None: the master weights' (torch's AdamW), "bfloat16":
     Megatron's precision-aware optimizer with `exp_avg_dtype`/`exp_avg_sq_dtype` bf16 beside fp32 main weights.
+    `precision_aware`: Megatron's `optimizer.use_precision_aware_optimizer` with bf16 weights (its performance
+    recipes turn it on for BF16 runs): Transformer Engine's FusedAdam keeps the fp32 main weights as the 16 bits
+    the bf16 weights lack (`store_param_remainders`, Megatron-Core's default, TE >= 2.1) and reads the bf16
+    gradient buffer in place (`decoupled_grad`: no fp32 copy at the step).
     """
 
     checkpointing: str | None = None
@@ -236,6 +240,7 @@ class RecipeOptions:
     cuda_graphs: tuple[str, ...] = ()
     mtp_layers: int = 0
     moment_dtype: str | None = None
+    precision_aware: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -301,6 +306,23 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
         return False
     rows = micro_batch_tokens(layout, training.seq_length) * shape.top_k
     return rows * 2 * shape.expert_width * BF16 > EXPERT_MLP_CHUNK_BYTES
+
+
+# Megatron-Core running FP8 GEMMs holds about half the activation bytes the shared count gives. An upper bound from
+# the runs, not a fit to measured peaks (none of them is FP8): 0.6 already has a Megatron-Bridge FP8 run that ran
+# predicted not to fit, and 0.5 fits every one of its FP8 and MXFP8 runs in the measurement set
+# (benchmarks/calibration.py). Part of it is Transformer Engine keeping its GEMM inputs quantized (one byte, not
+# two); the rest is not yet explained by a term. Its BF16 runs hold the full count: the three measured peaks
+# (Qwen3-30B-A3B twice, Moonlight) come within 13% with it under their recipes' own dtypes, and 23-28% below with
+# the half share.
+MEGATRON_FP8_ACTIVATION_SHARE = 0.5
+
+
+def activation_share(options: RecipeOptions, training: TrainingSpec) -> float:
+    """The share of the shared activation count the options' stack holds for `training`."""
+    if options.framework == "megatron" and training.precision != "bf16":
+        return MEGATRON_FP8_ACTIVATION_SHARE
+    return 1.0
 
 
 def kept_activation_share(mode: str, fused: bool = False) -> float:
@@ -380,6 +402,8 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
         if options.grad_reduce_in_fp32:
             grads = sharded_w * FP32 + fp32_extra
     moments = main if options.moment_dtype is None else sharded_w * dtype_bytes(options.moment_dtype)
+    if layout.strategy == "distributed_optimizer" and options.precision_aware and weight_bytes == FP32:
+        weights = sharded_w * (FP32 - BF16) + fp32_extra  # the remainders beside the bf16 weights
     return ModelStates(weights, grads, moments * 2, dense_w, experts_w, trained_unsharded)
 
 
@@ -387,8 +411,8 @@ def step_grad_copy(states: ModelStates, layout: Layout, options: RecipeOptions, 
     """Bytes the distributed optimizer's step adds to the forward/backward peak: with a bf16 gradient buffer it
     copies its shard of the gradients to fp32 (`shard_model_grad.float()`) once the backward has freed the
     `transient` memory (activations, logits), so only what exceeds them raises the peak; an fp32 buffer is
-    viewed in place."""
-    if options.reduce_bytes >= FP32:
+    viewed in place, and the precision-aware optimizer reads the bf16 shard as it is."""
+    if options.reduce_bytes >= FP32 or options.precision_aware:
         return 0.0
     fsdp, expert_shard = shard_groups(layout)
     shard = states.dense_w / fsdp + states.experts_w / expert_shard
@@ -463,6 +487,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         dense_act = max(0.0, dense_act - freed.dense_rep / rep_div - freed.dense_tp / tp)
         moe_act = max(0.0, moe_act - (freed.moe_rep + freed.moe_expert) / rep_div - freed.moe_tp / tp)
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
+    held = activation_share(options, training)
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
         runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
@@ -507,7 +532,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         else:
             act_elems = kept * chunks_in_flight(layout, rank) / n_stages * (
                 dense_n * dense_act + moe_n * moe_act)
-        activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16
+        activations = (act_elems + (shape.hidden if has_embedding else 0.0)) * tokens * BF16 * held
         logits = tokens * shape.vocab / tp * logit_bytes if has_head else 0.0
         # the distributed optimizer's bf16 weights live in one buffer allocated at build (`_ParamAndGradBuffer`
         # param_data), not in the caching allocator's churn

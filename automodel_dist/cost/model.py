@@ -24,24 +24,6 @@ from automodel_dist.problem import Problem
 COMMUNICATION_BOUND_SHARE = 0.25
 _COMM_PARTS = ("tp_comm", "ep_comm", "cp_comm", "pp_comm", "fsdp_comm")
 NOT_MODELED = memory.NOT_MODELED + throughput.NOT_MODELED
-# The one Megatron adjustment to the shared memory model: Megatron-Core keeps about half the activation
-# bytes per layer that the AutoModel-fitted model counts (TE's fused attention, LayerNorm and SwiGLU).
-# Megatron-Bridge's own estimate_training_memory puts Qwen3-30B-A3B (TP1 EP16, seq 4096, MBS 1) at 13.9 GB
-# of activations where the model says 26.8 GiB; with this share the run's measured 62.2 GiB peak allocated
-# is met within 3% (reference/megatron-bridge-oracle.md §7, megatron-bridge.md §1). A prior, to be fitted.
-MEGATRON_ACTIVATION_SHARE = 0.5
-
-
-def framework_memory(mem: dict[str, float], options: RecipeOptions) -> dict[str, float]:
-    """The shared memory breakdown as the options' stack holds it (only Megatron's activations differ, and
-    the allocator's fragmentation, a share of the transient memory, shrinks with them)."""
-    if options.framework != "megatron":
-        return mem
-    saved = mem["activations"] * (1.0 - MEGATRON_ACTIVATION_SHARE)
-    return {**mem, "activations": mem["activations"] - saved,
-            "fragmentation": max(0.0, mem["fragmentation"] - memory.FRAGMENTATION * saved)}
-
-
 def memory_limit_gib(problem: Problem) -> float:
     """The GPU's HBM less the problem's headroom: what a layout's peak must stay under to fit."""
     return problem.cluster.gpu.hbm_gib * (1.0 - problem.memory_headroom)
@@ -156,9 +138,8 @@ def peak_gib(problem: Problem, layout: Layout, options: RecipeOptions) -> float:
 
 
 def _peak_gib(problem: Problem, layout: Layout, options: RecipeOptions, shape: ModelShape) -> float:
-    return sum(framework_memory(memory.memory_breakdown(shape, layout, problem.training,
-                                                        nvlink_domain=problem.cluster.nvlink_domain,
-                                                        options=options), options).values())
+    return sum(memory.memory_breakdown(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                       options=options).values())
 
 
 @lru_cache(maxsize=1024)
@@ -190,15 +171,13 @@ def recompute_ladder(problem: Problem, layout: Layout, options: RecipeOptions, c
 
 def memory_by_pp_rank(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None
                       ) -> list[tuple[memory.RankLoad, dict[str, float]]]:
-    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses and
-    held as their stack holds it (`framework_memory`): the largest total is the estimate's peak (a per-stage
-    view draws them all)."""
+    """Every pp rank's load and memory breakdown (GiB) for `layout`, with the settings `estimate_layout` uses: the
+    largest total is the estimate's peak (a per-stage view draws them all)."""
     if options is None:
         options = planned_options(problem, layout)
     shape = model_shape(problem.model, problem.training)
-    return [(load, framework_memory(parts, options))
-            for load, parts in memory.memory_by_pp_rank(shape, layout, problem.training,
-                                                        nvlink_domain=problem.cluster.nvlink_domain, options=options)]
+    return memory.memory_by_pp_rank(shape, layout, problem.training, nvlink_domain=problem.cluster.nvlink_domain,
+                                    options=options)
 
 
 def estimate_layout(problem: Problem, layout: Layout, *, options: RecipeOptions | None = None,
@@ -227,8 +206,7 @@ def _estimate(problem: Problem, layout: Layout, options: RecipeOptions, *, param
     shape = shape or model_shape(problem.model, training)
     domain = cluster.nvlink_domain
     if mem is None:
-        mem = framework_memory(memory.memory_breakdown(shape, layout, training, nvlink_domain=domain,
-                                                       options=options), options)
+        mem = memory.memory_breakdown(shape, layout, training, nvlink_domain=domain, options=options)
     time = throughput.time_breakdown(shape, layout, training, gpu, nvlink_domain=domain, options=options,
                                      params=params)
     peak = sum(mem.values())
