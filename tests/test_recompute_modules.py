@@ -86,11 +86,11 @@ def test_whole_moe_stands_in_for_the_labels_inside_it() -> None:
 # -- memory: the estimate's activations drop by exactly the freed bytes ----------------------------------------
 def test_moe_act_frees_top_k_activation_outputs_of_every_layer_on_the_peak() -> None:
     """Qwen3-30B-A3B TP1 EP16 on 16 H100, one micro batch of 4,096 tokens: 48 MoE layers x 8 x 768 elements,
-    bf16, held as Megatron holds BF16 activations (and the allocator's fragmentation shrinking with them)."""
+    bf16, held as Megatron holds activations (and the allocator's fragmentation shrinking with them)."""
     p = problem(Q30, 16)
     lay = megatron_layout(16, ep=16, activation_checkpointing="selective", global_batch_size=64, dispatcher="deepep")
     none, act = estimate(p, lay, ()), estimate(p, lay, ("moe_act",))
-    freed = 48 * 8 * 768 * 4096 * 2 * activation_share(RecipeOptions(framework="megatron"), p.training) / GIB
+    freed = 48 * 8 * 768 * 4096 * 2 * activation_share(RecipeOptions(framework="megatron")) / GIB
     assert none.memory["activations"] - act.memory["activations"] == pytest.approx(freed, rel=1e-9)
     assert act.memory_gib < none.memory_gib
 
