@@ -262,7 +262,7 @@ class _Worker:
         try:
             cfg = self.base(case["recipe"])
             process_config_with_overrides(cfg, config_filepath=case.get("config_file"),
-                                          cli_overrides=[*TE_KNOBS, *case["overrides"]])
+                                          cli_overrides=[*case["overrides"], *TE_KNOBS])
             with mock.patch("torch.cuda.get_device_properties", return_value=props), \
                     mock.patch("torch.cuda.is_available", return_value=True):
                 runtime_config_update(cfg)

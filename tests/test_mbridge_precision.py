@@ -13,6 +13,8 @@ import pytest
 from automodel_dist import validate_recipe
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.cost.model import estimate_layout
+from automodel_dist.errors import InputError
 from automodel_dist.targets.megatron_bridge.choose import MixedPrecision, cost_options, mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import model_for_recipe, override_problem
 from automodel_dist.targets.megatron_bridge.fields import config_fields, precision_recipe, recipe_values
@@ -84,3 +86,49 @@ def test_memory_fit_is_judged_at_the_recipes_precision() -> None:
     [finding] = report.errors
     assert "exceeds the" in finding.message and "gradients" in finding.message
     assert "mixed_precision.grad_reduce_in_fp32=false" in finding.hint
+
+
+def _options(recipe: str, world: int, flat: dict[str, Any], gpu: str = "h100-80gb") -> Any:
+    model = model_for_recipe(recipe)
+    assert model is not None
+    override = parse_overrides(flat, world_size=world, base=recipe_values(recipe))
+    cluster = ClusterSpec(resolve_gpu(gpu), nodes=max(1, world // 8), gpus_per_node=8)
+    problem = override_problem(override, model, cluster, "pretrain")
+    return cost_options(problem, override.layout, override.settings)
+
+
+def test_the_precision_aware_optimizer_left_out_is_the_recipes() -> None:
+    """`optimizer.use_precision_aware_optimizer` is the recipe's where the set leaves it out (Qwen3-8B's and
+    DeepSeek-V3's pretrain recipes turn it on, Llama-3.1-8B's not) and the set's where it gives it."""
+    assert recipe_values(Q8)["optimizer.use_precision_aware_optimizer"] is True
+    assert recipe_values(L8)["optimizer.use_precision_aware_optimizer"] is False
+    assert _options(Q8, 8, {}).precision_aware
+    assert not _options(L8, 8, {}).precision_aware
+    assert _options(L8, 8, {"optimizer.use_precision_aware_optimizer": True}).precision_aware
+    assert not _options(Q8, 8, {"optimizer.use_precision_aware_optimizer": False}).precision_aware
+
+
+def test_the_precision_aware_optimizer_is_modelled_in_bf16_only() -> None:
+    """With FP8 weights Megatron-Core hands the main weights to Transformer Engine: no remainders modelled."""
+    assert not _options(Q8, 8, {"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"}).precision_aware
+
+
+def test_the_memory_is_judged_with_the_precision_aware_optimizer() -> None:
+    """Llama-3.1-8B on 8 H100 with bf16_mixed's fp32 gradients: the precision-aware optimizer's 16-bit main-weight
+    remainders lower the estimated peak by 2 bytes per sharded weight; a string value is bad input."""
+    model = model_for_recipe(L8)
+    assert model is not None
+    cluster = ClusterSpec(resolve_gpu("h100-80gb"), nodes=1, gpus_per_node=8)
+
+    def peak(flat: dict[str, Any]) -> float:
+        override = parse_overrides(flat, world_size=8, base=recipe_values(L8))
+        problem = override_problem(override, model, cluster, "pretrain")
+        return estimate_layout(problem, override.layout,
+                               options=cost_options(problem, override.layout, override.settings)).memory_gib
+
+    saved = peak({"optimizer.use_precision_aware_optimizer": False}) - peak(
+        {"optimizer.use_precision_aware_optimizer": True})
+    assert saved == pytest.approx(2 * 8.03e9 / 8 / 2**30, rel=0.02)  # 2 B of each of 8.03B weights over DP 8
+    with pytest.raises(InputError, match="use_precision_aware_optimizer"):
+        validate_recipe({"optimizer.use_precision_aware_optimizer": "yes"}, world_size=8, target="megatron-bridge",
+                        recipe_function=L8)

@@ -136,6 +136,16 @@ def test_gpu_generation_picks_dispatcher_and_precision() -> None:
         n == "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" for n, _, _ in gb200.env)
     h100 = compile_megatron(EXAMPLES / "deepseek-v3-1024xh100.yaml", ["training.precision=fp8"])
     assert h100.override.settings.precision == "bf16_with_fp8_subchannel_scaling_mixed"
+    assert gb200.override.settings.precision_aware_optimizer is None  # FP8: left to the recipe
+
+
+def test_bf16_runs_get_the_precision_aware_optimizer_the_performance_scripts_use() -> None:
+    """Megatron-Bridge's performance scripts turn it on for every BF16 job: the compiler writes it, with its why,
+    and the cost model prices the 16-bit main-weight remainders it keeps."""
+    result = compile_megatron(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml")
+    assert result.override.settings.precision_aware_optimizer is True
+    assert "optimizer.use_precision_aware_optimizer=true" in result.hydra
+    assert "use_precision_aware_optimizer: true  # BF16 with Adam" in result.yaml
 
 
 def _space(world: int) -> MegatronSpace:

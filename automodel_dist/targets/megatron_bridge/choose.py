@@ -300,6 +300,11 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
             else ""))
         why["te_rng_tracker"] = "CUDA graphs need Transformer Engine's RNG tracker"
     changes["precision"], why["precision"] = precision(problem)
+    if changes["precision"] == "bf16_mixed":
+        changes["precision_aware_optimizer"] = True
+        why["precision_aware_optimizer"] = (
+            "BF16 with Adam: fp32 main weights kept as the 16 bits bf16 lacks, bf16 gradients read in place "
+            "(Megatron-Bridge's performance scripts run every BF16 job with it)")
     return s.with_(**changes), why
 
 
@@ -331,8 +336,9 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, the
     settings' mixed precision (its FP8 recipe and gradient-buffer dtype), the CUDA graphs the settings capture (as
-    benchmarks/calibration_data.py describes Megatron-Bridge rows), and the MTP depths the run trains (the
-    settings', else the recipe function's own `model.mtp_num_layers`)."""
+    benchmarks/calibration_data.py describes Megatron-Bridge rows), the MTP depths the run trains (the
+    settings', else the recipe function's own `model.mtp_num_layers`) and its optimizer's precision (BF16 only:
+    with FP8 weights Megatron-Core hands the main weights to Transformer Engine)."""
     mp = mixed_precision(s)
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
@@ -340,7 +346,17 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
                          reduce_dtype="float32" if mp.grad_reduce_in_fp32 else "bfloat16",
                          recompute_modules=recomputed_modules(s),
                          cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope),
-                         mtp_layers=trained_mtp_layers(problem, s))
+                         mtp_layers=trained_mtp_layers(problem, s),
+                         precision_aware=mp.fp8 is None and precision_aware_optimizer(problem, s))
+
+
+def precision_aware_optimizer(problem: Problem, s: MegatronSettings) -> bool:
+    """The override set runs the precision-aware optimizer: its own `optimizer.use_precision_aware_optimizer`, else
+    the recipe function's (Moonlight's and the H100 BF16 recipes' true; most recipes' false)."""
+    if s.precision_aware_optimizer is not None:
+        return s.precision_aware_optimizer
+    recipe = recipe_for(problem.model, problem.training.task)
+    return recipe_values(recipe.function if recipe else None).get("optimizer.use_precision_aware_optimizer") is True
 
 
 def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:

@@ -20,11 +20,13 @@ MOE_FIELDS = frozenset({"dispatcher_type", "flex_backend", "shared_expert_overla
 # Written only when set: the section's _target_ only where the recipe has none, the MTP layer count is the
 # recipe's unless the model has one, only the sft/peft recipes pack sequences, and the fine-tuning keys are the
 # sft/peft recipes' (the loss averaging only with CP), and a MixedPrecisionConfig's own fields only where the set
-# holds one (the compiler names a precision recipe instead). recompute_modules is always written: a recipe's list
-# stays in force with recompute off, and Megatron-Bridge refuses EP overlap with moe in it.
+# holds one (the compiler names a precision recipe instead), the optimizer's precision where the set decides it.
+# recompute_modules is always written: a recipe's list stays in force with recompute off, and Megatron-Bridge
+# refuses EP overlap with moe in it.
 OPTIONAL_FIELDS = frozenset({"comm_overlap_target", "mtp_num_layers", "packed_sequence_size", "pad_seq_to_mult",
                              "per_token_loss", "average_in_collective", "pretrained_checkpoint", "peft_dim",
-                             "peft_alpha", "precision", "grad_reduce_in_fp32", "fp8", "fp8_recipe"})
+                             "peft_alpha", "precision", "grad_reduce_in_fp32", "fp8", "fp8_recipe",
+                             "precision_aware_optimizer"})
 # A Hydra value outside these characters is quoted (pipeline layouts: `Et*3|(tt|)*29m|L`).
 _HYDRA_PLAIN = re.compile(r"[A-Za-z0-9_.:+\-/]+")
 

@@ -68,6 +68,9 @@ class MegatronSettings:
     grad_reduce_in_fp32: bool | None = None
     fp8: str | None = None
     fp8_recipe: str | None = None
+    # `optimizer.use_precision_aware_optimizer` (None: the recipe's own): TE's FusedAdam keeps the fp32 main weights
+    # as 16-bit remainders beside the bf16 ones and reads the bf16 gradients in place (cost/memory.RecipeOptions)
+    precision_aware_optimizer: bool | None = None
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -162,6 +165,7 @@ KEYS: tuple[Key, ...] = (
     _k("mixed_precision.grad_reduce_in_fp32", "grad_reduce_in_fp32"),
     _k("mixed_precision.fp8", "fp8"),
     _k("mixed_precision.fp8_recipe", "fp8_recipe"),
+    _k("optimizer.use_precision_aware_optimizer", "precision_aware_optimizer"),
     _k("model.seq_length", "seq_length"),
     _k("dataset.seq_length", "seq_length"),
     _l("train.micro_batch_size", "micro_batch_size"),
