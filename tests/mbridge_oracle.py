@@ -96,10 +96,12 @@ ARCHITECTURES = (("Kimi-K2", "deepseek_v3", "KimiK2ForCausalLM"),
                  ("-A3B", "qwen3_moe", "Qwen3MoeForCausalLM"), ("-A22B", "qwen3_moe", "Qwen3MoeForCausalLM"),
                  ("Qwen3-", "qwen3", "Qwen3ForCausalLM"), ("Qwen2", "qwen2", "Qwen2ForCausalLM"),
                  ("Llama", "llama", "LlamaForCausalLM"))
-# The Megatron-side knobs that need Transformer Engine kernels (not part of any rule here).
-TE_KNOBS = ["optimizer.use_precision_aware_optimizer=false", "optimizer.main_grads_dtype=torch.float32",
-            "optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=torch.float32",
-            "model.apply_rope_fusion=false", "model.moe_permute_fusion=false"]
+# The Megatron-side knobs that need Transformer Engine kernels (not part of any rule here): the model's before the
+# set's overrides; the optimizer's after them, since the compiler writes the precision-aware optimizer (TE's
+# FusedAdam, absent on the oracle's CPU) for BF16 runs.
+TE_KNOBS = ["model.apply_rope_fusion=false", "model.moe_permute_fusion=false"]
+TE_OPTIMIZER_KNOBS = ["optimizer.use_precision_aware_optimizer=false", "optimizer.main_grads_dtype=torch.float32",
+                      "optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=torch.float32"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -262,7 +264,7 @@ class _Worker:
         try:
             cfg = self.base(case["recipe"])
             process_config_with_overrides(cfg, config_filepath=case.get("config_file"),
-                                          cli_overrides=[*case["overrides"], *TE_KNOBS])
+                                          cli_overrides=[*TE_KNOBS, *case["overrides"], *TE_OPTIMIZER_KNOBS])
             with mock.patch("torch.cuda.get_device_properties", return_value=props), \
                     mock.patch("torch.cuda.is_available", return_value=True):
                 runtime_config_update(cfg)
