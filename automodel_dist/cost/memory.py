@@ -75,6 +75,8 @@ PARTS = (
 
 NOT_MODELED = (
     "uneven routing (force-balanced tokens assumed: hot experts need more activation memory)",
+    "Megatron-Core's own activation bytes (half the shared count, the share at which every Megatron-Bridge run "
+    "measured fits; its three measured BF16 peaks hold the full count, 21-28% above this estimate)",
     "seq² attention scores (flash/TE attention assumed; SDPA math or eager attention needs far more)",
     "CUDA graphs' private pools and static buffers",
     "optimizer CPU offload and activation offload",
