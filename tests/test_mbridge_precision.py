@@ -13,11 +13,14 @@ import pytest
 from automodel_dist import validate_recipe
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.errors import InputError
+from automodel_dist.problem import Problem
 from automodel_dist.targets.megatron_bridge.choose import MixedPrecision, cost_options, mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import model_for_recipe, override_problem
 from automodel_dist.targets.megatron_bridge.fields import config_fields, precision_recipe, recipe_values
+from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 
 Q30 = "qwen3_30b_a3b_pretrain_config"  # a MixedPrecisionConfig object: bf16, gradients reduced in bf16
@@ -58,16 +61,22 @@ def test_recipes_object_or_name_is_recorded() -> None:
     assert settings(Q30, 16, {"mixed_precision": "bf16_mixed"}).grad_reduce_in_fp32 is None  # the object is replaced
 
 
-def test_cost_model_reads_the_gradient_buffer_and_fp8_recipe() -> None:
-    cluster = ClusterSpec(resolve_gpu("b200"), nodes=2, gpus_per_node=8)
-    model = model_for_recipe(Q30)
+def costed(recipe: str, world: int, flat: dict[str, Any], gpu: str = "h100-80gb"
+           ) -> tuple[Problem, OverrideSet, RecipeOptions]:
+    """The job, the override set and the cost model's options of `flat` on the recipe, as validate reads them."""
+    model = model_for_recipe(recipe)
     assert model is not None
+    override = parse_overrides(flat, world_size=world, base=recipe_values(recipe))
+    cluster = ClusterSpec(resolve_gpu(gpu), nodes=max(1, world // 8), gpus_per_node=8)
+    problem = override_problem(override, model, cluster, "pretrain")
+    return problem, override, cost_options(problem, override.layout, override.settings)
+
+
+def test_cost_model_reads_the_gradient_buffer_and_fp8_recipe() -> None:
     for flat, reduce, fp8 in (({}, "bfloat16", "tensorwise"),
                               ({"mixed_precision": "bf16_mixed"}, "float32", "tensorwise"),
                               ({"mixed_precision": "bf16_with_mxfp8_mixed"}, "float32", "mxfp8")):
-        override = parse_overrides(flat, world_size=16, base=recipe_values(Q30))
-        problem = override_problem(override, model, cluster, "pretrain")
-        options = cost_options(problem, override.layout, override.settings)
+        problem, _, options = costed(Q30, 16, flat, gpu="b200")
         assert (options.reduce_dtype, options.fp8_recipe) == (reduce, fp8)
         assert problem.training.precision == ("fp8" if fp8 == "mxfp8" else "bf16")
 
@@ -88,13 +97,8 @@ def test_memory_fit_is_judged_at_the_recipes_precision() -> None:
     assert "mixed_precision.grad_reduce_in_fp32=false" in finding.hint
 
 
-def _options(recipe: str, world: int, flat: dict[str, Any], gpu: str = "h100-80gb") -> Any:
-    model = model_for_recipe(recipe)
-    assert model is not None
-    override = parse_overrides(flat, world_size=world, base=recipe_values(recipe))
-    cluster = ClusterSpec(resolve_gpu(gpu), nodes=max(1, world // 8), gpus_per_node=8)
-    problem = override_problem(override, model, cluster, "pretrain")
-    return cost_options(problem, override.layout, override.settings)
+def _options(recipe: str, world: int, flat: dict[str, Any]) -> RecipeOptions:
+    return costed(recipe, world, flat)[2]
 
 
 def test_the_precision_aware_optimizer_left_out_is_the_recipes() -> None:
@@ -116,15 +120,9 @@ def test_the_precision_aware_optimizer_is_modelled_in_bf16_only() -> None:
 def test_the_memory_is_judged_with_the_precision_aware_optimizer() -> None:
     """Llama-3.1-8B on 8 H100 with bf16_mixed's fp32 gradients: the precision-aware optimizer's 16-bit main-weight
     remainders lower the estimated peak by 2 bytes per sharded weight; a string value is bad input."""
-    model = model_for_recipe(L8)
-    assert model is not None
-    cluster = ClusterSpec(resolve_gpu("h100-80gb"), nodes=1, gpus_per_node=8)
-
     def peak(flat: dict[str, Any]) -> float:
-        override = parse_overrides(flat, world_size=8, base=recipe_values(L8))
-        problem = override_problem(override, model, cluster, "pretrain")
-        return estimate_layout(problem, override.layout,
-                               options=cost_options(problem, override.layout, override.settings)).memory_gib
+        problem, override, options = costed(L8, 8, flat)
+        return estimate_layout(problem, override.layout, options=options).memory_gib
 
     saved = peak({"optimizer.use_precision_aware_optimizer": False}) - peak(
         {"optimizer.use_precision_aware_optimizer": True})

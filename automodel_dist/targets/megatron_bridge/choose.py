@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.cost.host import graphed_modules
@@ -355,8 +356,7 @@ def precision_aware_optimizer(problem: Problem, s: MegatronSettings) -> bool:
     the recipe function's (Moonlight's and the H100 BF16 recipes' true; most recipes' false)."""
     if s.precision_aware_optimizer is not None:
         return s.precision_aware_optimizer
-    recipe = recipe_for(problem.model, problem.training.task)
-    return recipe_values(recipe.function if recipe else None).get("optimizer.use_precision_aware_optimizer") is True
+    return recipe_value(problem, "optimizer.use_precision_aware_optimizer") is True
 
 
 def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:
@@ -364,8 +364,14 @@ def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:
     function's (Qwen3-Next's pretrain recipe keeps 1, its SFT recipe none: fields data)."""
     if s.mtp_num_layers is not None:
         return s.mtp_num_layers
+    return int(recipe_value(problem, "model.mtp_num_layers") or 0)
+
+
+def recipe_value(problem: Problem, path: str) -> Any:
+    """The value at `path` of the recipe function the problem's model and task compile for (fields data; None
+    where the data has none): what a key the override set leaves out runs with."""
     recipe = recipe_for(problem.model, problem.training.task)
-    return int(recipe_values(recipe.function if recipe else None).get("model.mtp_num_layers") or 0)
+    return recipe_values(recipe.function if recipe else None).get(path)
 
 
 def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
