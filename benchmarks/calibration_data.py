@@ -294,7 +294,7 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"ep": 16, "local_batch_size": 1, "dispatcher": "hybridep"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
               cuda_graphs=graphed_modules("transformer_engine", ("moe_router", "moe_preprocess")),
-              reduce_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
+              reduce_dtype=MB_PERF_REDUCE_DTYPE, logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
               notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated. "
                     "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at Bridge 3a9559f0 (model verification card "
                     "qwen3-30b-a3b): _perf_precision('bf16') and _benchmark_common set grad_reduce_in_fp32 false "
@@ -303,7 +303,7 @@ ROWS: tuple[CalibrationRow, ...] = (
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
               tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
-              reduce_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
+              reduce_dtype=MB_PERF_REDUCE_DTYPE, logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
               notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated. The 2026-05 "
                     "performance scripts (scripts/performance at Bridge 17a381f95): qwen3_llm_pretrain.py sets "
                     "grad_reduce_in_fp32 false, utils/overrides.py TE's fused cross entropy and, for BF16 with "
