@@ -148,6 +148,39 @@ def test_bf16_runs_get_the_precision_aware_optimizer_the_performance_scripts_use
     assert "use_precision_aware_optimizer: true  # BF16 with Adam" in result.yaml
 
 
+def test_bf16_keeps_a_recipes_own_bf16_gradient_buffer() -> None:
+    """Qwen3-30B-A3B's pretrain recipe builds a MixedPrecisionConfig that reduces gradients in bf16: the compiled set
+    keeps that object (no `mixed_precision` name, which would reset the buffer to fp32) and says so; the cost model
+    prices the bf16 buffer. DeepSeek-V3's recipe names no precision either (an object); with FP8 the target names
+    MXFP8, which replaces it."""
+    from automodel_dist.targets.megatron_bridge.choose import cost_options
+
+    result = compile_megatron(EXAMPLES / "qwen3-30b-a3b-16xh100.yaml", ["training.task=pretrain"])
+    s = result.override.settings
+    assert (s.precision, s.grad_reduce_in_fp32) == (None, False)
+    assert "mixed_precision.grad_reduce_in_fp32=false" in result.hydra
+    assert not any(pair.startswith("mixed_precision=") for pair in result.hydra)
+    assert "grad_reduce_in_fp32: false  # bf16 with the recipe's own MixedPrecisionConfig" in result.yaml
+    assert cost_options(result.problem, result.layout, s).reduce_dtype == "bfloat16"
+    fp8 = compile_megatron(EXAMPLES / "deepseek-v3-256xgb200.yaml", ["training.precision=fp8"]).override.settings
+    assert (fp8.precision, fp8.grad_reduce_in_fp32) == ("bf16_with_mxfp8_mixed", None)
+
+
+def test_bf16_names_bf16_mixed_where_the_recipe_reduces_in_fp32(tmp_path: Path) -> None:
+    """The neighbour: a recipe whose own precision reduces gradients in fp32 (Llama-3.1-8B names bf16_mixed) is
+    written bf16_mixed, and priced with the fp32 buffer."""
+    from automodel_dist.targets.megatron_bridge.choose import cost_options
+
+    intent = tmp_path / "llama.yaml"
+    intent.write_text("model: llama-3.1-8b\nhardware: {gpu: h100-80gb, nodes: 1, gpus_per_node: 8}\n"
+                      "training: {task: pretrain, seq_length: 4096, global_batch_size: 64}\n", encoding="utf-8")
+    result = compile_megatron(intent)
+    s = result.override.settings
+    assert (s.precision, s.grad_reduce_in_fp32) == ("bf16_mixed", None)
+    assert "mixed_precision=bf16_mixed" in result.hydra
+    assert cost_options(result.problem, result.layout, s).reduce_dtype == "float32"
+
+
 def _space(world: int) -> MegatronSpace:
     from automodel_dist.intent import load_intent, resolve_intent
     from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned

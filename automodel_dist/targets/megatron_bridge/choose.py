@@ -92,7 +92,7 @@ def recompute_modules(problem: Problem, layout: Layout) -> tuple[tuple[str, ...]
     time). Labels join in the order of the peak memory each frees per second of forward it replays
     (`cost.model.recompute_ladder`); the first set whose estimate fits is written, else the widest."""
     options = cost_options(problem, layout, MegatronSettings(recompute_granularity="selective",
-                                                             precision=precision(problem)[0]))
+                                                             **precision(problem)[0]))
     peaks: dict[tuple[str, ...], float] = {}  # the ladder's measures: no recompute, and each label alone
     ladder = recompute_ladder(problem, layout, options, recompute_candidates(problem.model), peaks)
     if not ladder:
@@ -192,13 +192,23 @@ def finetune(problem: Problem, layout: Layout, s: MegatronSettings) -> tuple[Meg
     return s, why
 
 
-def precision(problem: Problem) -> tuple[str, str]:
+def precision(problem: Problem) -> tuple[dict[str, object], dict[str, str]]:
+    """The mixed-precision settings written, and why. FP8 names the generation's recipe. BF16 keeps a recipe
+    function's own bf16 MixedPrecisionConfig that reduces gradients in bf16 (5 of 46: DeepSeek-V3, Qwen3-30B-A3B and
+    Qwen3-8B pretrain, Llama-3.1-405B sft/peft), naming its gradient dtype: `bf16_mixed` would replace the object and
+    reset the gradient buffer to fp32 (2 more bytes per local weight). Elsewhere it names `bf16_mixed`."""
     major = capability_major(problem.cluster.gpu.compute_capability)
     if problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8:
         if major >= 10:
-            return "bf16_with_mxfp8_mixed", "fp8 on Blackwell: MXFP8 (1x32 blocks)"
-        return "bf16_with_fp8_subchannel_scaling_mixed", "fp8 on Hopper: blockwise (128x128) FP8"
-    return "bf16_mixed", "bf16 (the stable baseline the precision ladder starts from)"
+            return {"precision": "bf16_with_mxfp8_mixed"}, {"precision": "fp8 on Blackwell: MXFP8 (1x32 blocks)"}
+        return ({"precision": "bf16_with_fp8_subchannel_scaling_mixed"},
+                {"precision": "fp8 on Hopper: blockwise (128x128) FP8"})
+    if recipe_value(problem, "mixed_precision.grad_reduce_in_fp32") is False \
+            and recipe_value(problem, "mixed_precision.fp8") is None:
+        return {"precision": None, "grad_reduce_in_fp32": False}, {"grad_reduce_in_fp32": (
+            "bf16 with the recipe's own MixedPrecisionConfig, gradients reduced in bf16 as its authors set it (naming "
+            "bf16_mixed would replace it and reset the gradient buffer to fp32)")}
+    return {"precision": "bf16_mixed"}, {"precision": "bf16 (the stable baseline the precision ladder starts from)"}
 
 
 def ep_overlap_blockers(model: ModelSpec, layout: Layout, s: MegatronSettings) -> list[str]:
@@ -300,8 +310,10 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
             "presets graph it; with the router alone the measured runs kept their host time)" if "attn" in scope
             else ""))
         why["te_rng_tracker"] = "CUDA graphs need Transformer Engine's RNG tracker"
-    changes["precision"], why["precision"] = precision(problem)
-    if changes["precision"] == "bf16_mixed":
+    written, precision_why = precision(problem)
+    changes.update(written)
+    why.update(precision_why)
+    if written.get("precision") in (None, "bf16_mixed"):  # BF16, named or the recipe's own object
         changes["precision_aware_optimizer"] = True
         why["precision_aware_optimizer"] = (
             "BF16 with Adam: fp32 main weights kept as the 16 bits bf16 lacks, bf16 gradients read in place "
