@@ -327,30 +327,37 @@ def _pair_key(row: CalibrationRow, broad: bool = False) -> tuple:
 
 
 def _setup(row: CalibrationRow) -> tuple:
-    return tuple(sorted(row.layout.items())), row.async_tp, row.checkpointing
+    return tuple(sorted(row.layout.items())), row.async_tp, row.checkpointing, row.recompute_modules
+
+
+def _speeds(r: RowResult) -> tuple[float, float]:
+    """(measured, predicted) speed in the unit the row reports: tokens/s/GPU, else TFLOP/s/GPU (rows of one job
+    count the same FLOPs per token, so either orders them)."""
+    if r.row.tokens_per_s_per_gpu:
+        return r.row.tokens_per_s_per_gpu, r.tokens_per_s_per_gpu
+    return r.row.tflops_per_gpu or 0.0, r.tflops_per_gpu
 
 
 def pairs(results: Sequence[RowResult], broad: bool = False) -> list[tuple[RowResult, RowResult]]:
-    """Every pair of measured rows of one job (`_pair_key`) whose layouts (or recipe settings) differ and
-    whose measured throughputs differ by more than PAIR_TIE. `broad` also pairs rows across software
-    releases and global batches (Megatron-Bridge's releases move throughput by up to 2x on one layout)."""
+    """Every pair of measured rows of one job (`_pair_key`, one reported unit) whose layouts (or recipe settings:
+    recompute) differ and whose measured speeds differ by more than PAIR_TIE. `broad` also pairs rows across
+    software releases and global batches (Megatron-Bridge's releases move throughput by up to 2x on one layout)."""
     groups: dict[tuple, list[RowResult]] = {}
     for r in results:
-        if r.row.tokens_per_s_per_gpu:
-            groups.setdefault(_pair_key(r.row, broad), []).append(r)
+        if measured(r.row):
+            groups.setdefault((*_pair_key(r.row, broad), bool(r.row.tokens_per_s_per_gpu)), []).append(r)
     out = []
     for members in groups.values():
         for a, b in combinations(members, 2):
-            ma, mb = a.row.tokens_per_s_per_gpu, b.row.tokens_per_s_per_gpu
-            if _setup(a.row) != _setup(b.row) and abs(ma / mb - 1) > PAIR_TIE:
+            if _setup(a.row) != _setup(b.row) and abs(_speeds(a)[0] / _speeds(b)[0] - 1) > PAIR_TIE:
                 out.append((a, b))
     return out
 
 
 def ordered(a: RowResult, b: RowResult) -> bool:
     """The model orders the pair as measured."""
-    predicted = a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu
-    return predicted == (a.row.tokens_per_s_per_gpu > b.row.tokens_per_s_per_gpu)
+    (measured_a, predicted_a), (measured_b, predicted_b) = _speeds(a), _speeds(b)
+    return (predicted_a > predicted_b) == (measured_a > measured_b)
 
 
 # --- summary and table -----------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ TITAN_H200 = "pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefi
 MB_HW = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-hardware-configs (SKILL.md, card.yaml)"
 MB_DISPATCH = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-dispatcher-selection/SKILL.md"
 MB_RECOMPUTE = "NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md"
+MB_MEMORY_TUNING = ("NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-memory-tuning/SKILL.md and "
+                    "skills/nemo-mbridge-perf-activation-recompute/SKILL.md@067f987df03b (Bridge PR #3107)")
 AUTOMODEL_PAGE = ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx@cb9765441e51 (DGX-H100 BF16; layouts per "
                   "examples/llm_benchmark recipes)")
 TITAN_ASYNC_TP = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md@4a61bd87d"
@@ -324,6 +326,7 @@ ROWS: tuple[CalibrationRow, ...] = (
 )
 
 
+
 # --- AutoModel's current performance page, rows beyond the calibration notes: held out ---
 def _am_page(name: str, model: str, world: int, layout: dict[str, Any], gbs: int, step_s: float, tflops: float,
              tps: float, notes: str, checkpointing: str = "full", attention: str | None = None) -> CalibrationRow:
@@ -485,4 +488,41 @@ def _megatron_summary() -> tuple[CalibrationRow, ...]:
         return tuple(_mb_row(r) for r in csv.DictReader(f))
 
 
-ROWS = ROWS + TITAN_ASYNC_TP_ROWS + _megatron_summary() + HELD_OUT_ROWS
+def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, ...], tflops: float,
+                         notes: str) -> CalibrationRow:
+    """One run of Megatron-Bridge's Llama-3 70B SFT study on 32 H100 (PR #3107, 2026-04): its performance preset
+    LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1 (FP8 current scaling, TE CUDA graphs over the MLP, MBS 1, GBS 32, seq
+    4096, the performance scripts' bf16 gradients and TE cross entropy) with one change per row. TFLOP/s only: the
+    study reports peak memory without saying which (58.8 GB baseline, 53.2 PP8, 50.2 TP8, 55.6 with `mlp`)."""
+    return CalibrationRow(
+        name=f"MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS {name}", source=MB_MEMORY_TUNING,
+        model=MB_MODELS["LLAMA3_70B"], gpu="h100", world_size=32,
+        layout={"strategy": "distributed_optimizer", "tp": 4, "pp": 4, "vpp": 5, "pp_schedule": "interleaved1f1b",
+                "sequence_parallel": True, "micro_batch_size": 1, **layout},
+        seq_length=4096, global_batch_size=32, precision="fp8", fp8_recipe="tensorwise", checkpointing="selective",
+        recompute_modules=modules, cuda_graphs=graphed_modules("transformer_engine", ("mlp",)),
+        master_weights="fp32", async_tp=layout.get("tp", 4) > 1, framework="megatron",
+        logit_bytes=MB_PERF_LOGIT_BYTES, reduce_dtype=MB_PERF_REDUCE_DTYPE, tflops_per_gpu=tflops,
+        notes=notes, release="PR3107",
+    )
+
+
+# The study's matched rows: the baseline (`core_attn`, the recipe's recompute in that run), recompute modules
+# changed one at a time, then PP or TP doubled (DP 2 -> 1)
+LLAMA3_70B_SFT_ROWS: tuple[CalibrationRow, ...] = (
+    _llama3_70b_sft_h100("TP4 PP4 VP5 core_attn", {"local_batch_size": 16}, ("core_attn",), 704,
+                         "~704 TFLOP/s/GPU (golden 709.93); the memory-tuning skill's baseline"),
+    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp", {"local_batch_size": 16}, ("mlp",), 593.6,
+                         "mlp recompute: the FFN replayed (~16% slower)"),
+    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp+core_attn", {"local_batch_size": 16}, ("mlp", "core_attn"), 586.8,
+                         "mlp and core_attn recompute"),
+    _llama3_70b_sft_h100("TP4 PP4 VP5 core_attn+layernorm", {"local_batch_size": 16}, ("core_attn", "layernorm"),
+                         702, "~702 TFLOP/s/GPU: layernorm recompute nearly free"),
+    _llama3_70b_sft_h100("TP4 PP8 VP5 core_attn", {"pp": 8, "local_batch_size": 32}, ("core_attn",), 668.0,
+                         "More PP: DP 2 -> 1, 32 micro batches per step"),
+    _llama3_70b_sft_h100("TP8 PP4 VP5 core_attn", {"tp": 8, "local_batch_size": 32}, ("core_attn",), 508.7,
+                         "More TP: TP8 within the node, DP 1 ('TP=8 is catastrophic (-28%)')"),
+)
+
+
+ROWS = ROWS + TITAN_ASYNC_TP_ROWS + _megatron_summary() + LLAMA3_70B_SFT_ROWS + HELD_OUT_ROWS

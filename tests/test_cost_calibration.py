@@ -101,7 +101,7 @@ def test_throughput_errors_meet_the_targets(summary):
     """Issue targets: 15% cross-validated over all rows and over AutoModel rows, held-out AutoModel rows within
     15%. The Megatron-Bridge rows are evaluated with the recipe conditions their presets state (recompute
     modules, EP overlap, dispatcher, CUDA graphs, bf16 gradient reduction); the fit reached 8.0% in-sample and
-    14.6% cross-validated once MoE host time and CUDA graphs were modelled (cost/host.py)."""
+    14.3% cross-validated once MoE host time and CUDA graphs were modelled (cost/host.py)."""
     assert summary.median_in_sample <= 0.09
     assert summary.median_cv_automodel <= calibration.THROUGHPUT_TARGET
     assert summary.median_held_out <= calibration.THROUGHPUT_TARGET
@@ -110,7 +110,7 @@ def test_throughput_errors_meet_the_targets(summary):
 
 def test_pairwise_ordering_of_measured_layouts(results, summary):
     """Pairs of layouts measured on the same model, GPUs, job and release: the model orders them as measured."""
-    assert summary.pairwise_total >= 9
+    assert summary.pairwise_total >= 23
     assert summary.pairwise >= calibration.PAIRWISE_TARGET, [
         (a.row.name, b.row.name) for a, b in calibration.pairs(results) if not calibration.ordered(a, b)]
 
@@ -122,6 +122,20 @@ def test_pairwise_ordering_across_releases_stays_where_the_fit_reached(results):
     broad = calibration.pairs(results, broad=True)
     assert len(broad) >= 200
     assert sum(calibration.ordered(a, b) for a, b in broad) / len(broad) >= 0.78
+
+
+def test_recompute_variants_and_tflops_only_rows_pair(results):
+    """Megatron-Bridge's Llama-3 70B SFT study reports TFLOP/s only, and changes recompute modules on one layout:
+    its rows pair by TFLOP/s, a module change is a setting that differs, and the 704-vs-702 TFLOP/s rows (0.3%
+    apart) are a tie, not a pair. The model orders the recompute and PP pairs as measured; TP8 it over-predicts."""
+    study = [(a, b) for a, b in calibration.pairs(results) if "PR3107" in a.row.name]
+    assert len(study) == 14 and all("PR3107" in b.row.name for _, b in study)
+    prefix = "MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS TP4 PP4 VP5 "
+    tie = {prefix + "core_attn", prefix + "core_attn+layernorm"}
+    assert not any({a.row.name, b.row.name} == tie for a, b in study)
+    assert any({a.row.name, b.row.name} == {prefix + "core_attn", prefix + "mlp"} for a, b in study)
+    wrong = [(a.row.name, b.row.name) for a, b in study if not calibration.ordered(a, b)]
+    assert len(wrong) <= 2 and all("TP8" in a + b for a, b in wrong)
 
 
 def test_pairs_compare_different_layouts_of_the_same_job(results):

@@ -116,7 +116,7 @@ DEFAULT_WHY = {
     "account_for_loss": "the split places layers only (a layout string, if any, places the loss)",
     "delay_wgrad": "off",
     "tp_comm_overlap": "no TP to overlap",
-    "gradient_accumulation_fusion": "fused wgrad accumulation into the fp32 main grads",
+    "gradient_accumulation_fusion": "fused wgrad accumulation into the main-gradient buffer",
     "recompute_granularity": "no recompute: the layout fits without it",
     "recompute_method": "no full recompute (it also blocks EP overlap)",
     "recompute_num_layers": "no full recompute",
