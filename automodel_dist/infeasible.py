@@ -33,6 +33,10 @@ CLOSEST_SHOWN = 5
 MAX_NODES = 1024
 SEQ_STEP = 1024
 GLOBAL_BATCH_TRIES = 4
+# Layouts the remedy search judges over all its re-plans before it stops (a count, so the answer does not depend on
+# the machine). A problem at 8,192 GPUs whose every layout breaks a rule judged ~40K layouts per re-plan over ~20
+# re-plans (15-25 s); typical infeasible problems judge a few thousand in all.
+REMEDY_LAYOUTS = 150_000
 
 Attempt = Callable[[Problem], Candidate | None]
 # A proof that no layout fits a problem (the cost model's `cannot_fit`): a variation it rules out is not searched,
@@ -46,13 +50,31 @@ def largest_parts(memory: dict[str, float], n: int = 3) -> str:
     return ", ".join(f"{name} {gib:.1f}" for name, gib in parts)
 
 
+class _Budget:
+    """The layouts the remedy search may still judge (REMEDY_LAYOUTS in all), and the re-plans it refused."""
+
+    def __init__(self, layouts: int) -> None:
+        self.left = layouts
+        self.refused = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+
 def _attempt_with(check: Checker, estimate: Estimator, screen: Screen | None = None,
-                  space: type[Enumerator] | None = None, hopeless: Hopeless | None = None) -> Attempt:
+                  space: type[Enumerator] | None = None, hopeless: Hopeless | None = None,
+                  budget: _Budget | None = None) -> Attempt:
     def attempt(problem: Problem) -> Candidate | None:
         if hopeless is not None and hopeless(problem):
             return None  # the search would find nothing: skip it
-        found = search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space).fitting
-        return found[0] if found else None
+        if budget is not None and budget.spent:
+            budget.refused += 1  # the remedy search has judged its share of layouts
+            return None
+        result = search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space)
+        if budget is not None:
+            budget.left -= result.considered
+        return result.fitting[0] if result.fitting else None
 
     return attempt
 
@@ -177,14 +199,35 @@ def _fewer_pins(problem: Problem, attempt: Attempt) -> str | None:
     return None
 
 
-SUGGESTERS = (_more_gpus, _activation_checkpointing, _smaller_local_batch, _shorter_sequence, _larger_gpu,
-              _other_global_batch, _fewer_pins)
+# Each remedy, in the order its suggestion is listed, with what it searches
+SUGGESTERS: tuple[tuple[Callable[[Problem, Attempt], str | None], str], ...] = (
+    (_more_gpus, f"more GPUs (up to {MAX_NODES} nodes)"), (_activation_checkpointing, "activation checkpointing"),
+    (_smaller_local_batch, "a smaller local batch"), (_shorter_sequence, "a shorter sequence"),
+    (_larger_gpu, "every larger GPU preset"), (_other_global_batch, "nearby global batches"),
+    (_fewer_pins, "dropping the pins"))
+# Where every layout breaks a rule, the remedies that change what the rules read go first (the batch split, the
+# pins, the world size); the memory remedies after them take what the budget leaves
+RULE_REMEDIES_FIRST = (_other_global_batch, _fewer_pins, _more_gpus, _smaller_local_batch, _activation_checkpointing,
+                       _shorter_sequence, _larger_gpu)
 
 
 def suggestions(problem: Problem, check: Checker, estimate: Estimator, screen: Screen | None = None,
-                space: type[Enumerator] | None = None, hopeless: Hopeless | None = None) -> list[str]:
-    attempt = _attempt_with(check, estimate, screen, space, hopeless)
-    return [s for suggest in SUGGESTERS if (s := suggest(problem, attempt))]
+                space: type[Enumerator] | None = None, hopeless: Hopeless | None = None, *,
+                any_legal: bool = True) -> tuple[list[str], list[str]]:
+    """What would make a layout fit, in SUGGESTERS order, and the remedies the budget left unsearched
+    (`any_legal`: some layout of the problem broke no rule)."""
+    budget = _Budget(REMEDY_LAYOUTS)
+    attempt = _attempt_with(check, estimate, screen, space, hopeless, budget)
+    found: dict[int, str] = {}
+    untried: set[int] = set()
+    position = {suggest: i for i, (suggest, _) in enumerate(SUGGESTERS)}
+    for i in (range(len(SUGGESTERS)) if any_legal else [position[f] for f in RULE_REMEDIES_FIRST]):
+        refused = budget.refused
+        if hint := SUGGESTERS[i][0](problem, attempt):
+            found[i] = hint
+        elif budget.refused > refused:
+            untried.add(i)
+    return [found[i] for i in sorted(found)], [SUGGESTERS[i][1] for i in sorted(untried)]
 
 
 def closest(result: Search) -> list[Candidate]:
@@ -200,7 +243,8 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator, scr
     problem = result.problem
     cluster = problem.cluster
     near = closest(result)
-    hints = suggestions(problem, check, estimate, screen, space, hopeless)
+    hints, untried = suggestions(problem, check, estimate, screen, space, hopeless,
+                                 any_legal=bool(result.candidates))
     dropped = sum(result.pruned.values())
     what = "no layout fits" if result.candidates else "no layout is legal (every one breaks a rule)"
     lines = [f"{what}: {problem.model.name} on {cluster.nodes} × {cluster.gpus_per_node} "
@@ -220,7 +264,8 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator, scr
         lines.append("what would make one fit:")
         lines += [f"  - {h}" for h in hints]
     else:
-        lines.append(f"nothing tried makes it fit: more GPUs (up to {MAX_NODES} nodes), activation checkpointing, a "
-                     "smaller local batch, a shorter sequence, every larger GPU preset, nearby global batches "
-                     "and dropping the pins were searched")
+        searched = [label for _, label in SUGGESTERS if label not in untried]
+        lines.append(f"nothing tried makes it fit: {', '.join(searched)} were searched")
+    if untried:
+        lines.append(f"not searched (the remedy search stops after {REMEDY_LAYOUTS:,} layouts): {', '.join(untried)}")
     return InfeasibleError("\n".join(lines), closest=near, suggestions=hints)

@@ -257,7 +257,9 @@ class Enumerator:
         self.W = cluster.world_size
         self.nvl = cluster.nvlink_domain
         self.gpn = cluster.gpus_per_node
-        self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training}
+        # a first-fit search only asks whether each layout is legal: the checker may stop at its first error
+        self.rule_kwargs = {"model": model, "cluster": cluster, "training": problem.training,
+                            **({"first_error": True} if first_fit else {})}
         self.divisor_cache: dict[int, list[int]] = {}
         self.batch_cache: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
         self.dispatchers: dict[int, list[str | None]] = {}
@@ -458,11 +460,12 @@ class Enumerator:
         self.search.considered += 1
         errors = [f for f in self.check(layout, **self.rule_kwargs) if f.severity == ERROR]
         if errors:
-            self.search.dropped.append((layout, tuple(errors)))
-            for rule in dict.fromkeys(f.rule for f in errors):
-                self.search.pruned[rule] = self.search.pruned.get(rule, 0) + 1
-                if rule not in self.search.reasons:
-                    self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
+            if not self.first_fit:  # a first-fit search reports only what fits (the remedy search's re-plans)
+                self.search.dropped.append((layout, tuple(errors)))
+                for rule in dict.fromkeys(f.rule for f in errors):
+                    self.search.pruned[rule] = self.search.pruned.get(rule, 0) + 1
+                    if rule not in self.search.reasons:
+                        self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
             batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
             return "batch" if batch else "structural"
         if self.screen is not None:

@@ -497,6 +497,36 @@ def test_hopeless_remedies_are_skipped_with_the_same_answer(spec: dict[str, Any]
     assert cannot_fit(problem) and skipped
 
 
+def test_where_every_layout_breaks_a_rule_the_batch_remedy_goes_first_and_the_search_stops_at_its_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A global batch of 1 with local batch 2 pinned breaks the batch split on every layout: the remedy search tries
+    the remedies that change what the rules read first (a nearby global batch is found), and once it has judged its
+    budget of layouts it stops and names the remedies it did not search (a count, not a clock)."""
+    from automodel_dist import infeasible
+    from automodel_dist.cost.model import screen_layout
+    from automodel_dist.planner import _default_checker
+
+    monkeypatch.setattr(infeasible, "REMEDY_LAYOUTS", 6_000)
+    problem = problem_of(intent(nodes=4, global_batch_size=1, parallelism={"local_batch_size": 2}))
+    hints, untried = infeasible.suggestions(problem, _default_checker(), estimate_layout, screen_layout,
+                                            any_legal=False)
+    assert any(h.startswith("global_batch_size ") for h in hints)
+    assert untried and "nearby global batches" not in untried
+    with pytest.raises(InfeasibleError, match=r"not searched \(the remedy search stops after 6,000 layouts\)"):
+        plan(problem)
+
+
+def test_a_problem_too_big_for_its_gpus_searches_every_remedy_within_the_budget() -> None:
+    """The neighbour: a 70B model on one GPU judges a few layouts per re-plan, so no remedy is left unsearched."""
+    from automodel_dist import infeasible
+    from automodel_dist.cost.model import screen_layout
+    from automodel_dist.planner import _default_checker
+
+    problem = problem_of(intent(model="meta-llama/Llama-3.1-70B", nodes=1, gpus_per_node=1, global_batch_size=8))
+    hints, untried = infeasible.suggestions(problem, _default_checker(), estimate_layout, screen_layout)
+    assert hints and untried == []
+
+
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-8B"])
 def test_checkpointing_never_needs_more_memory_at_the_same_split(model: str) -> None:
     """The premise of skipping a split without checkpointing where the same split with it did not fit."""

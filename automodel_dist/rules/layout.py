@@ -10,7 +10,7 @@ from math import gcd
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.dispatcher import capability_major, dispatcher_runs_on, ep_group_in_domain
-from automodel_dist.findings import Finding
+from automodel_dist.findings import ERROR, Finding
 from automodel_dist.layout import (
     INTER_NODE_DISPATCHERS,
     SINGLE_STAGE_SCHEDULES,
@@ -45,20 +45,25 @@ UNSUPPORTED_FEATURES = {
 
 
 def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
-                 training: TrainingSpec | None = None, warnings: bool = True) -> list[Finding]:
+                 training: TrainingSpec | None = None, warnings: bool = True,
+                 first_error: bool = False) -> list[Finding]:
     """Every layout rule that fires on `layout`, in AutoModel's start-up order. Pure and fast.
 
     `warnings=False` skips the checks that can only warn (where TP and EP groups land, the dispatcher's
     package, idle stages, CP padding): the planner, which keeps only errors, would otherwise build and
-    discard thousands of them per compile.
+    discard thousands of them per compile. `first_error` stops after the first group of checks that finds an
+    error: enough for a search that only asks whether a layout is legal (the remedy search's re-plans, which
+    otherwise spent most of their time judging the model rules of layouts the mesh or pipeline already broke).
     """
     out: list[Finding] = []
     mesh_sound = _check_mesh(layout, out, warnings)
     if layout.strategy == "fsdp2" and layout.pp > 1:
         _check_pipeline(layout, out, warnings)
+    if first_error and _has_error(out):
+        return out
     if mesh_sound:
         _check_batch(layout, out)
-    if model is not None:
+    if model is not None and not (first_error and _has_error(out)):
         _check_model(layout, model, out)
     if training is not None and layout.cp > 1:
         if training.packed_sequences:
@@ -70,6 +75,10 @@ def check_layout(layout: Layout, *, model: ModelSpec | None = None, cluster: Clu
     if warnings and cluster is not None and layout.world_size > 1:
         _check_topology(layout, cluster, model, out)
     return out
+
+
+def _has_error(findings: list[Finding]) -> bool:
+    return any(f.severity == ERROR for f in findings)
 
 
 def _check_mesh(layout: Layout, out: list[Finding], warnings: bool = True) -> bool:

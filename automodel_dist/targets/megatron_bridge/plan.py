@@ -108,8 +108,10 @@ def problem_of(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec) -
     return Problem(model=model, cluster=cluster, training=training)
 
 
-def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec) -> list[Finding]:
-    """The Megatron rules on `layout` with the settings the emitter would write for it."""
+def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                  first_error: bool = False) -> list[Finding]:
+    """The Megatron rules on `layout` with the settings the emitter would write for it (all of them: a first-fit
+    search's `first_error` saves nothing here, where deciding the settings costs more than the rules)."""
     settings, _ = decide(problem_of(model, cluster, training), layout)
     return check_overrides(OverrideSet(layout, settings), model=model, cluster=cluster)
 
