@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.cost.host import graphed_modules
+from automodel_dist.targets.megatron_bridge.choose import TE_LOSS_LOGIT_BYTES
 
 AUTOMODEL = "NVIDIA-NeMo/Automodel docs/performance-summary.mdx (2025-10-02), DGX-H100 BF16"
 AUTOMODEL_CI = "NVIDIA-NeMo/Automodel examples/llm_benchmark (benchmark recipes run in CI on 32 H100 nodes)"
@@ -58,9 +59,9 @@ MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "nu
              "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
              "vocab_size": 163840}
 
-# Megatron-Bridge's performance recipes fuse the cross entropy (`cross_entropy_loss_fusion`, TE's kernel), which
-# writes the logits' gradient in place of the bf16 logits: 2 bytes per logit alive at the loss.
-MB_PERF_LOGIT_BYTES = 2.0
+# Megatron-Bridge's performance recipes fuse the cross entropy with TE's kernel (`cross_entropy_fusion_impl: te`),
+# which writes the logits' gradient in place of the bf16 logits: 2 bytes per logit alive at the loss.
+MB_PERF_LOGIT_BYTES = TE_LOSS_LOGIT_BYTES
 # Every release's performance presets reduce gradients in bf16: `cfg.ddp.grad_reduce_in_fp32 = False` (and
 # `mixed_precision.grad_reduce_in_fp32`) in scripts/performance/configs/*/*_llm_{pretrain,finetune}.py's common
 # settings at each release measured (yaml configs at 25.09, e.g. llama3_70b_llm_pretrain.yaml), and in

@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HOST_DEPENDENT = {"model.gradient_accumulation_fusion"}
 # Values no override set writes that the target reads from the recipe: the vocabulary padding its bridge sets
 # (DeepSeek-V3's and Kimi-K2's 1280; the others' largest power of two up to 128 dividing the vocabulary), which
-# Megatron-Bridge's FLOP count pads the output head with (targets/megatron_bridge/flops.py).
-MODEL_FACTS = {"model.make_vocab_size_divisible_by"}
+# Megatron-Bridge's FLOP count pads the output head with (targets/megatron_bridge/flops.py); the loss kernel, which
+# decides the bytes per logit alive at the loss (choose.loss_logit_bytes).
+MODEL_FACTS = {"model.make_vocab_size_divisible_by", "model.cross_entropy_loss_fusion",
+               "model.cross_entropy_fusion_impl"}
 sys.path.insert(0, str(ROOT / "tests"))
 
 

@@ -181,6 +181,44 @@ def test_bf16_names_bf16_mixed_where_the_recipe_reduces_in_fp32(tmp_path: Path) 
     assert cost_options(result.problem, result.layout, s).reduce_dtype == "float32"
 
 
+def test_the_loss_is_priced_at_the_bytes_the_recipes_kernel_keeps() -> None:
+    """Qwen3-8B's pretrain recipe fuses the loss with TE's kernel (2 bytes per logit); its sft recipe with
+    Megatron-Core's native one (6: an fp32 copy beside the bf16 logits). The estimate's logits are those bytes over
+    the micro batch's tokens and the TP rank's share of the vocabulary."""
+    from automodel_dist.cost.memory import micro_batch_tokens
+    from automodel_dist.targets.megatron_bridge.choose import (
+        MCORE_LOSS_LOGIT_BYTES,
+        TE_LOSS_LOGIT_BYTES,
+        cost_options,
+        loss_logit_bytes,
+    )
+
+    pretrain = compile_megatron(EXAMPLES / "qwen3-8b-8xh200.yaml", ["training.task=pretrain"])
+    sft = compile_megatron(EXAMPLES / "qwen3-8b-8xh200.yaml", ["training.task=sft"])
+    assert loss_logit_bytes(pretrain.problem) == TE_LOSS_LOGIT_BYTES == 2.0
+    assert loss_logit_bytes(sft.problem) == MCORE_LOSS_LOGIT_BYTES == 6.0
+    for result, per_logit in ((pretrain, 2.0), (sft, 6.0)):
+        lay = result.layout
+        assert cost_options(result.problem, lay, result.override.settings).logit_bytes == per_logit
+        tokens = micro_batch_tokens(lay, result.problem.training.seq_length)
+        logits = tokens * result.problem.model.vocab_size / lay.tp * per_logit / 2**30
+        assert result.estimate.memory["logits"] == pytest.approx(logits, rel=1e-9)
+
+
+def test_the_recompute_ladder_prices_the_optimizer_the_set_writes() -> None:
+    """The ladder that picks the recompute modules costs the layout with the precision-aware optimizer the written set
+    turns on (it used to price plain fp32 main weights, 2 bytes more per sharded weight, and call a set that fits
+    '2 GiB over'): Qwen3-235B-A22B on 128 GB200, the card's batch."""
+    from automodel_dist.targets.megatron_bridge.choose import precision
+
+    text = ("model: qwen3-235b-a22b\nhardware: {gpu: gb200-nvl72, nodes: 32, gpus_per_node: 4}\n"
+            "training: {task: pretrain, seq_length: 4096, global_batch_size: 1024}\n")
+    result = compile_megatron(text)
+    assert precision(result.problem)[0]["precision_aware_optimizer"] is True
+    assert result.override.settings.recompute_modules and result.estimate.fits
+    assert result.why["recompute_modules"].startswith("the narrowest set that fits")
+
+
 def _space(world: int) -> MegatronSpace:
     from automodel_dist.intent import load_intent, resolve_intent
     from automodel_dist.targets.megatron_bridge.plan import check_planned, estimate_planned

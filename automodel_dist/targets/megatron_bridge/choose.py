@@ -192,23 +192,32 @@ def finetune(problem: Problem, layout: Layout, s: MegatronSettings) -> tuple[Meg
     return s, why
 
 
+# BF16 runs take the optimizer Megatron-Bridge's performance scripts run every BF16 job with
+PRECISION_AWARE_WHY = ("BF16 with Adam: fp32 main weights kept as the 16 bits bf16 lacks, bf16 gradients read in place "
+                       "(Megatron-Bridge's performance scripts run every BF16 job with it)")
+
+
 def precision(problem: Problem) -> tuple[dict[str, object], dict[str, str]]:
-    """The mixed-precision settings written, and why. FP8 names the generation's recipe. BF16 keeps a recipe
-    function's own bf16 MixedPrecisionConfig that reduces gradients in bf16 (5 of 46: DeepSeek-V3, Qwen3-30B-A3B and
-    Qwen3-8B pretrain, Llama-3.1-405B sft/peft), naming its gradient dtype: `bf16_mixed` would replace the object and
-    reset the gradient buffer to fp32 (2 more bytes per local weight). Elsewhere it names `bf16_mixed`."""
+    """The mixed-precision settings written, and why (one answer for the written set and the recompute ladder that
+    prices it). FP8 names the generation's recipe. BF16 keeps a recipe function's own bf16 MixedPrecisionConfig
+    that reduces gradients in bf16 (5 of 46: DeepSeek-V3, Qwen3-30B-A3B and Qwen3-8B pretrain, Llama-3.1-405B
+    sft/peft), naming its gradient dtype: `bf16_mixed` would replace the object and reset the gradient buffer to
+    fp32 (2 more bytes per local weight); elsewhere it names `bf16_mixed`; both with the precision-aware optimizer."""
     major = capability_major(problem.cluster.gpu.compute_capability)
     if problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8:
         if major >= 10:
             return {"precision": "bf16_with_mxfp8_mixed"}, {"precision": "fp8 on Blackwell: MXFP8 (1x32 blocks)"}
         return ({"precision": "bf16_with_fp8_subchannel_scaling_mixed"},
                 {"precision": "fp8 on Hopper: blockwise (128x128) FP8"})
+    why = {"precision_aware_optimizer": PRECISION_AWARE_WHY}
     if recipe_value(problem, "mixed_precision.grad_reduce_in_fp32") is False \
             and recipe_value(problem, "mixed_precision.fp8") is None:
-        return {"precision": None, "grad_reduce_in_fp32": False}, {"grad_reduce_in_fp32": (
-            "bf16 with the recipe's own MixedPrecisionConfig, gradients reduced in bf16 as its authors set it (naming "
-            "bf16_mixed would replace it and reset the gradient buffer to fp32)")}
-    return {"precision": "bf16_mixed"}, {"precision": "bf16 (the stable baseline the precision ladder starts from)"}
+        return {"precision": None, "grad_reduce_in_fp32": False, "precision_aware_optimizer": True}, {
+            "grad_reduce_in_fp32": "bf16 with the recipe's own MixedPrecisionConfig, gradients reduced in bf16 as its "
+                                   "authors set it (naming bf16_mixed would replace it and reset the gradient buffer "
+                                   "to fp32)", **why}
+    return ({"precision": "bf16_mixed", "precision_aware_optimizer": True},
+            {"precision": "bf16 (the stable baseline the precision ladder starts from)", **why})
 
 
 def ep_overlap_blockers(model: ModelSpec, layout: Layout, s: MegatronSettings) -> list[str]:
@@ -313,11 +322,6 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
     written, precision_why = precision(problem)
     changes.update(written)
     why.update(precision_why)
-    if written.get("precision") in (None, "bf16_mixed"):  # BF16, named or the recipe's own object
-        changes["precision_aware_optimizer"] = True
-        why["precision_aware_optimizer"] = (
-            "BF16 with Adam: fp32 main weights kept as the 16 bits bf16 lacks, bf16 gradients read in place "
-            "(Megatron-Bridge's performance scripts run every BF16 job with it)")
     return s.with_(**changes), why
 
 
@@ -350,8 +354,9 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, the
     settings' mixed precision (its FP8 recipe and gradient-buffer dtype), the CUDA graphs the settings capture (as
     benchmarks/calibration_data.py describes Megatron-Bridge rows), the MTP depths the run trains (the
-    settings', else the recipe function's own `model.mtp_num_layers`) and its optimizer's precision (BF16 only:
-    with FP8 weights Megatron-Core hands the main weights to Transformer Engine)."""
+    settings', else the recipe function's own `model.mtp_num_layers`), the recipe's loss kernel (the bytes per
+    logit) and its optimizer's precision (BF16 only: with FP8 weights Megatron-Core hands the main weights to
+    Transformer Engine)."""
     mp = mixed_precision(s)
     return RecipeOptions(framework="megatron", master_weights="fp32", defer_grad_sync=True,
                          async_tp=layout.tp > 1, ep_overlap=s.ep_overlap,
@@ -359,8 +364,24 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
                          reduce_dtype="float32" if mp.grad_reduce_in_fp32 else "bfloat16",
                          recompute_modules=recomputed_modules(s),
                          cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope),
-                         mtp_layers=trained_mtp_layers(problem, s),
+                         mtp_layers=trained_mtp_layers(problem, s), logit_bytes=loss_logit_bytes(problem),
                          precision_aware=mp.fp8 is None and precision_aware_optimizer(problem, s))
+
+
+# Bytes per logit alive at the loss with Megatron-Core's loss kernels (`LanguageModule.compute_language_model_loss`):
+# Transformer Engine's parallel cross entropy writes the logits' gradient into the bf16 logits; the native fused
+# kernel and the unfused `vocab_parallel_cross_entropy` keep an fp32 copy, exponentiated in place, beside the bf16
+# logits (megatron/core/fusions/fused_cross_entropy.py, tensor_parallel/cross_entropy.py)
+TE_LOSS_LOGIT_BYTES = 2.0
+MCORE_LOSS_LOGIT_BYTES = 6.0
+
+
+def loss_logit_bytes(problem: Problem) -> float:
+    """The bytes per logit the recipe function's loss keeps: TE's kernel where it fuses the loss with it (15 of 46
+    recipes, the pretraining ones mostly), else Megatron-Core's (Megatron-Bridge's provider fuses by default)."""
+    fused = recipe_value(problem, "model.cross_entropy_loss_fusion") is not False
+    te = fused and recipe_value(problem, "model.cross_entropy_fusion_impl") == "te"
+    return TE_LOSS_LOGIT_BYTES if te else MCORE_LOSS_LOGIT_BYTES
 
 
 def precision_aware_optimizer(problem: Problem, s: MegatronSettings) -> bool:
