@@ -74,15 +74,14 @@ def test_the_report_has_the_four_views_and_the_override_set(tmp_path: Path, qwen
 
 def test_the_rank_map_is_megatrons(tmp_path: Path, qwen: MegatronCompileResult,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Qwen3-30B-A3B pretrain on 16 H100: tp2, ep16 folded over tp2 x dp8: TP, EP and DP panels, Megatron's
-    names."""
+    """Qwen3-30B-A3B pretrain on 16 H100: ep16 folded over dp16: EP and DP panels, Megatron's names."""
     text, _ = _explain_html(tmp_path, capsys, str(QWEN), "training.task=pretrain")
     dom = Dom(text)
     rank_map = dom.sections["rank-map"]
-    assert [a["data-axis"] for a in dom.tags("figure", **{"class": "panel"})] == ["tp", "ep", "dp"]
+    assert [a["data-axis"] for a in dom.tags("figure", **{"class": "panel"})] == ["ep", "dp"]
     assert "Megatron Core's rank order tp-cp-ep-dp-pp" in rank_map
     assert "Every axis Megatron Core asks a group of" in rank_map
-    assert len(dom.tags("rect", **{"class": "cell"})) == 3 * qwen.problem.cluster.world_size
+    assert len(dom.tags("rect", **{"class": "cell"})) == 2 * qwen.problem.cluster.world_size
 
 
 def test_stage_bars_are_the_megatron_profiles_ranks(dsv3: MegatronCompileResult) -> None:
