@@ -16,6 +16,7 @@ CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -403,8 +404,15 @@ def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:
 def recipe_value(problem: Problem, path: str) -> Any:
     """The value at `path` of the recipe function the problem's model and task compile for (fields data; None
     where the data has none): what a key the override set leaves out runs with."""
-    recipe = recipe_for(problem.model, problem.training.task)
-    return recipe_values(recipe.function if recipe else None).get(path)
+    return _recipe_fields(problem.model, problem.training.task).get(path)
+
+
+@lru_cache(maxsize=64)
+def _recipe_fields(model: ModelSpec, task: str) -> Mapping[str, Any]:
+    """The recipe function's values, found once per model and task (the cost options of every layout a compile
+    decides read several of them)."""
+    recipe = recipe_for(model, task)
+    return recipe_values(recipe.function if recipe else None)
 
 
 def recomputed_modules(s: MegatronSettings) -> tuple[str, ...]:
