@@ -8,7 +8,7 @@ from typing import Any
 
 from automodel_dist.compiler import CompileResult, Source, compile_intent, layout_json
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.profiles import ErrorBand, parameters
+from automodel_dist.cost.profiles import ErrorBand, MemoryBand, parameters
 from automodel_dist.cost.throughput import generation
 from automodel_dist.errors import InputError
 from automodel_dist.infeasible import largest_parts
@@ -48,6 +48,31 @@ def _band_text(band: ErrorBand | None) -> str:
         return "model error: unknown (no cross-validated rows like this one)"
     return (f"model error: throughput estimates of rows like this one ({band.group}, {band.rows} measured runs) "
             f"are off by {band.median_abs_error:.0%} (median, cross-validated)")
+
+
+def memory_band(result: CompileResult) -> tuple[MemoryBand | None, MemoryBand | None]:
+    """How measured peaks of rows like this problem (target's stack, dense or MoE) compared with their estimates,
+    and the thinner group of rows more like it (`Parameters.memory_band`)."""
+    return parameters().memory_band(getattr(result, "framework", "automodel"), result.problem.model.is_moe)
+
+
+def _memory_band_text(result: CompileResult) -> str:
+    band, thin = memory_band(result)
+    if band is None:
+        return "memory error: unknown (no measured peaks of rows like this one)"
+    text = (f"memory error: peaks measured on rows like this one ({band.group}, {band.rows} runs) were "
+            f"{band.low:+.0%} to {band.high:+.0%} off their estimates (measured over estimated; median |error| "
+            f"{band.median_abs_error:.0%})")
+    if thin is not None:
+        text += f"; the {thin.rows} of them most like it ({thin.group}): {thin.low:+.0%} to {thin.high:+.0%}"
+    high = max(band.high, thin.high if thin else band.high)
+    peak, hbm = result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib
+    return text + f"; at {high:+.0%} the winner's peak would be {peak * (1 + high):.1f} of {hbm:.1f} GiB"
+
+
+def _memory_band_json(band: MemoryBand | None) -> dict[str, Any] | None:
+    return None if band is None else {"low": band.low, "high": band.high, "median_abs_error": band.median_abs_error,
+                                      "rows": band.rows, "group": band.group}
 
 
 def checkpointing_twins(result: CompileResult) -> dict[str, Candidate | None]:
@@ -98,6 +123,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "error_band": None if band is None else {"median_abs_error": band.median_abs_error, "rows": band.rows,
                                                  "group": band.group},
         "tie_within_error_band": within_band(result, band),
+        "memory_error_band": _memory_band_json(memory_band(result)[0]),
+        "memory_error_band_closest": _memory_band_json(memory_band(result)[1]),
         "advantage_over_runner_up_s": (advantage_by_part(result.estimate, result.alternatives[0].estimate)
                                        if result.alternatives else None),
         "settings": [setting.to_json() for setting in result.settings()],
@@ -193,6 +220,7 @@ def render_explain(result: CompileResult, top: int = 10, fmt: str = "text") -> s
         f"why: {why_it_won(result)}",
         _checkpointing_text(result),
         _band_text(band),
+        _memory_band_text(result),
     ]
     if within_band(result, band):
         lines.append(f"tie: the winner's margin over #2 is inside that error; measure both before committing to "

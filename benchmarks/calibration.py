@@ -317,6 +317,29 @@ def write_cv_bands(cv: dict[str, float]) -> None:
     profiles.parameters.cache_clear()
 
 
+def memory_bands(results: Sequence[RowResult]) -> dict[str, dict[str, float]]:
+    """Measured / estimated peak - 1 of every row that measured its peak, by group (`profiles.memory_groups`):
+    its range and median magnitude, which `explain` quotes beside an estimate of the same kind."""
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        if r.memory_error is None:
+            continue
+        moe = problem_and_layout(r.row)[0].model.is_moe
+        for key in profiles.memory_groups(r.row.framework, moe):
+            groups.setdefault(key, []).append(1 / (1 + r.memory_error) - 1)
+    return {k: {"low": round(min(v), 4), "high": round(max(v), 4),
+                "median_abs_error": round(statistics.median(abs(e) for e in v), 4), "rows": len(v)}
+            for k, v in sorted(groups.items())}
+
+
+def write_memory_bands(results: Sequence[RowResult]) -> None:
+    """Store `memory_bands` in the parameters file."""
+    data = _spec()
+    data["memory_bands"] = memory_bands(results)
+    profiles.PARAMETERS_FILE.write_text(json.dumps(data, indent=1) + "\n")
+    profiles.parameters.cache_clear()
+
+
 # --- pairwise ordering -----------------------------------------------------------------------------------
 def _pair_key(row: CalibrationRow, broad: bool = False) -> tuple:
     """Rows that compare layouts of one job: same stack, model, GPUs, sequence, task and precision, and
@@ -507,7 +530,8 @@ def cv_errors_from_file() -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fit", action="store_true", help="refit the free parameters and cross-validate first")
+    parser.add_argument("--fit", action="store_true", help="refit the free parameters and cross-validate first, "
+                        "and store the error bands explain quotes")
     args = parser.parse_args(argv)
     if args.fit:
         for name, (value, rows) in fit().items():
@@ -519,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
         CV_ERRORS.write_text(json.dumps(errors, indent=1) + "\n")
         print()
     results = run()
+    if args.fit:
+        write_memory_bands(results)
     print(render(results, cv_errors_from_file()))
     return 0 if summarize(results, cv_errors_from_file()).ok else 1
 

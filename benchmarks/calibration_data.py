@@ -52,6 +52,15 @@ AUTOMODEL_PAGE = ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx@cb9765441e
                   "examples/llm_benchmark recipes)")
 TITAN_ASYNC_TP = "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md@4a61bd87d"
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements"
+
+
+def mb_logged_gib(gb: float) -> float:
+    """GiB of a memory figure Megatron-Bridge's training log printed: `report_memory`
+    (training/utils/train_utils.py) divides the allocator's byte counts by 1.0e9, rounds them to five significant
+    figures and prints them as "memory (GB)"; its skills quote those figures, some under the label GiB."""
+    return gb * 1e9 / 2**30
+
+
 # Moonlight-16B-A3B (moonshotai/Moonlight-16B-A3B config.json): DeepSeek-V3's architecture, smaller.
 MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
              "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512, "intermediate_size": 11264,
@@ -295,17 +304,19 @@ ROWS: tuple[CalibrationRow, ...] = (
     # --- Megatron-Bridge (a different stack): held out ---
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 HybridEP", MB_HW, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "hybridep"}, 4096, 1024,
-              tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=62.166,
+              tps=1024 * 4096 / 16 / 20.14729, tflops=299.352, memory_gib=mb_logged_gib(62.166),
               cuda_graphs=graphed_modules("transformer_engine", ("moe_router", "moe_preprocess")),
               reduce_dtype=MB_PERF_REDUCE_DTYPE, logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
-              notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated. "
+              notes="20.147 s/step, EP overlap on, CUDA graphs for router/preprocess; rank-0 peak allocated "
+                    "62.166 (the skill says GiB; five significant figures as the training log prints decimal "
+                    "GB, and the alltoall run of the same shape logged 61.351 GB). "
                     "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at Bridge 3a9559f0 (model verification card "
                     "qwen3-30b-a3b): _perf_precision('bf16') and _benchmark_common set grad_reduce_in_fp32 false "
                     "and TE's fused cross entropy; its base recipe turns the precision-aware optimizer on (fp32 "
                     "main weights and moments)"),
     _megatron("MB Qwen3-30B-A3B 16xH100 EP16 alltoall", MB_DISPATCH, 16,
               {"ep": 16, "local_batch_size": 1, "dispatcher": "alltoall"}, 4096, 1024,
-              tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=61.351 * 1e9 / 2**30,
+              tps=1024 * 4096 / 16 / 45.65, tflops=132.9, memory_gib=mb_logged_gib(61.351),
               reduce_dtype=MB_PERF_REDUCE_DTYPE, logit_bytes=MB_PERF_LOGIT_BYTES, precision_aware=True,
               notes="availability smoke: alltoall fallback, 45.65 s/step; 61.351 GB peak allocated. The 2026-05 "
                     "performance scripts (scripts/performance at Bridge 17a381f95): qwen3_llm_pretrain.py sets "
@@ -317,7 +328,7 @@ ROWS: tuple[CalibrationRow, ...] = (
               notes="card best_configs: ~210 TFLOP/s/GPU, MBS 4 GBS 256, DeepEP, full recompute"),
     _megatron("MB Moonlight-16B 8xH100 TP2 EP8", MB_RECOMPUTE, 8,
               {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
-              tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=36.618 * 1e9 / 2**30,
+              tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=mb_logged_gib(36.618),
               reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,
               precision_aware=True,
               notes="Bridge 600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100): "
@@ -490,11 +501,13 @@ def _megatron_summary() -> tuple[CalibrationRow, ...]:
 
 
 def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, ...], tflops: float,
-                         notes: str) -> CalibrationRow:
+                         memory_gb: float, notes: str) -> CalibrationRow:
     """One run of Megatron-Bridge's Llama-3 70B SFT study on 32 H100 (PR #3107, 2026-04): its performance preset
-    LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1 (FP8 current scaling, TE CUDA graphs over the MLP, MBS 1, GBS 32, seq
-    4096, the performance scripts' bf16 gradients and TE cross entropy) with one change per row. TFLOP/s only: the
-    study reports peak memory without saying which (58.8 GB baseline, 53.2 PP8, 50.2 TP8, 55.6 with `mlp`)."""
+    LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1 (FP8 current scaling, TE CUDA graphs over the MLP, MBS 1, GBS 32, 4096-token
+    packed sequences padded to length, the performance scripts' bf16 gradients and TE cross entropy) with one change
+    per row. TFLOP/s, and the peak memory the study tabulates as "Peak Mem (GB)": Megatron-Bridge's log figure
+    (`mb_logged_gib`), the allocated peak (the baseline's OOM is put down to fragmentation: the allocator's
+    reserve, not this figure, reached the 80 GB; with expandable segments it ran at ~59)."""
     return CalibrationRow(
         name=f"MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS {name}", source=MB_MEMORY_TUNING,
         model=MB_MODELS["LLAMA3_70B"], gpu="h100", world_size=32,
@@ -504,24 +517,27 @@ def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, 
         recompute_modules=modules, cuda_graphs=graphed_modules("transformer_engine", ("mlp",)),
         master_weights="fp32", async_tp=layout.get("tp", 4) > 1, framework="megatron",
         logit_bytes=MB_PERF_LOGIT_BYTES, reduce_dtype=MB_PERF_REDUCE_DTYPE, tflops_per_gpu=tflops,
-        notes=notes, release="PR3107",
+        memory_gib=mb_logged_gib(memory_gb), memory_metric="allocated", memory_role="held-out", notes=notes,
+        release="PR3107",
     )
 
 
 # The study's matched rows: the baseline (`core_attn`, the recipe's recompute in that run), recompute modules
 # changed one at a time, then PP or TP doubled (DP 2 -> 1)
 LLAMA3_70B_SFT_ROWS: tuple[CalibrationRow, ...] = (
-    _llama3_70b_sft_h100("TP4 PP4 VP5 core_attn", {"local_batch_size": 16}, ("core_attn",), 704,
-                         "~704 TFLOP/s/GPU (golden 709.93); the memory-tuning skill's baseline"),
-    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp", {"local_batch_size": 16}, ("mlp",), 593.6,
+    _llama3_70b_sft_h100("TP4 PP4 VP5 core_attn", {"local_batch_size": 16}, ("core_attn",), 704, 58.8,
+                         "~704 TFLOP/s/GPU (golden 709.93); the memory-tuning skill's baseline; OOM on rank 0 from "
+                         "fragmentation without expandable segments"),
+    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp", {"local_batch_size": 16}, ("mlp",), 593.6, 55.6,
                          "mlp recompute: the FFN replayed (~16% slower)"),
-    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp+core_attn", {"local_batch_size": 16}, ("mlp", "core_attn"), 586.8,
+    _llama3_70b_sft_h100("TP4 PP4 VP5 mlp+core_attn", {"local_batch_size": 16}, ("mlp", "core_attn"), 586.8, 55.6,
                          "mlp and core_attn recompute"),
     _llama3_70b_sft_h100("TP4 PP4 VP5 core_attn+layernorm", {"local_batch_size": 16}, ("core_attn", "layernorm"),
-                         702, "~702 TFLOP/s/GPU: layernorm recompute nearly free"),
-    _llama3_70b_sft_h100("TP4 PP8 VP5 core_attn", {"pp": 8, "local_batch_size": 32}, ("core_attn",), 668.0,
+                         702, 59.6, "~702 TFLOP/s/GPU: layernorm recompute nearly free; OOM on rank 0 as the "
+                         "baseline"),
+    _llama3_70b_sft_h100("TP4 PP8 VP5 core_attn", {"pp": 8, "local_batch_size": 32}, ("core_attn",), 668.0, 53.2,
                          "More PP: DP 2 -> 1, 32 micro batches per step"),
-    _llama3_70b_sft_h100("TP8 PP4 VP5 core_attn", {"tp": 8, "local_batch_size": 32}, ("core_attn",), 508.7,
+    _llama3_70b_sft_h100("TP8 PP4 VP5 core_attn", {"tp": 8, "local_batch_size": 32}, ("core_attn",), 508.7, 50.2,
                          "More TP: TP8 within the node, DP 1 ('TP=8 is catastrophic (-28%)')"),
 )
 

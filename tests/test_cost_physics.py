@@ -150,3 +150,18 @@ def test_a_stack_measured_only_on_another_generation_takes_that_generations_band
     assert params.error_band("automodel", "qwen3_next", "blackwell").group == "*/*/blackwell"
     assert params.error_band("automodel", "llama", "hopper").group.startswith("automodel/")
     assert params.error_band("megatron", "llama", "blackwell").group == "megatron/llama/blackwell"
+
+
+def test_memory_bands_come_from_rows_of_the_same_stack_and_kind_else_the_stack_whose_accounting_it_shares():
+    """Megatron MoE estimates quote Megatron's measured peaks (too few MoE runs to stand alone, so named beside
+    them); its dense ones its dense runs; AutoModel, with no published peaks, torchtitan's (the FSDP2 accounting
+    its constants were fitted to)."""
+    params = parameters()
+    band, thin = params.memory_band("megatron", moe=True)
+    assert band.group == "megatron/*" and band.rows >= 5
+    assert thin.group == "megatron/moe" and 0 < thin.rows < 5 and thin.low > 0.2  # the BF16 MoE peaks run high
+    band, thin = params.memory_band("megatron", moe=False)
+    assert band.group == "megatron/dense" and thin is None
+    band, thin = params.memory_band("automodel", moe=True)
+    assert band.group == "torchtitan/*" and band.rows >= 18 and thin is None
+    assert band.low < 0 < band.high

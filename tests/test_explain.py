@@ -86,6 +86,22 @@ def test_explain_quotes_the_cross_validated_error_and_marks_a_tie_inside_it() ->
     assert json.loads(render_explain(result, top=1, fmt="json"))["error_band"]["rows"] == band.rows
 
 
+def test_explain_quotes_how_measured_peaks_compared_with_their_estimates() -> None:
+    """The memory band: rows of the stack whose accounting the estimate uses, the winner's peak at its high end."""
+    from automodel_dist.explain import memory_band
+
+    result = compile_intent(INTENT)
+    band, thin = memory_band(result)
+    assert band is not None and band.rows >= 5 and thin is None
+    line = next(x for x in render_explain(result, top=1).splitlines() if x.startswith("memory error: "))
+    assert f"({band.group}, {band.rows} runs) were {band.low:+.0%} to {band.high:+.0%}" in line
+    assert f"would be {result.estimate.memory_gib * (1 + band.high):.1f} of " in line
+    data = json.loads(render_explain(result, top=1, fmt="json"))
+    assert data["memory_error_band"] == {"low": band.low, "high": band.high, "rows": band.rows,
+                                         "median_abs_error": band.median_abs_error, "group": band.group}
+    assert data["memory_error_band_closest"] is None
+
+
 def test_explain_shows_the_step_time_part_by_part_against_the_runner_up() -> None:
     result = compile_intent(INTENT)
     second = result.alternatives[0].estimate

@@ -97,6 +97,38 @@ class ErrorBand:
     group: str
 
 
+@dataclass(frozen=True)
+class MemoryBand:
+    """How the peaks measured on rows like an estimate compared with their estimates: measured / estimated - 1
+    from `low` to `high` and its median magnitude, over `rows` rows of `group` (framework/kind, kind "moe" or
+    "dense"; '*' where a coarser group had to stand in). Memory is not fitted, so this is no cross-validation:
+    the rows' plain error."""
+
+    low: float
+    high: float
+    median_abs_error: float
+    rows: int
+    group: str
+
+
+# A stack whose memory estimates come from another's measured rows: AutoModel's peaks follow the same FSDP2 and
+# activation accounting as torchtitan's (cost/memory.py's constants were fitted to torchtitan's rows), and no
+# AutoModel source publishes its peaks.
+MEMORY_PEERS = {"automodel": "torchtitan"}
+
+
+def memory_groups(stack: str, moe: bool) -> tuple[str, str]:
+    """The groups a row with a measured peak counts in: its stack and kind of model, and its stack."""
+    return f"{stack}/{'moe' if moe else 'dense'}", f"{stack}/*"
+
+
+def memory_band_groups(framework: str, moe: bool) -> tuple[str, ...]:
+    """The groups of rows with measured peaks an estimate's memory band may come from, most like it first: its
+    stack's (`memory_groups`), then those of the stack whose accounting it shares."""
+    peer = MEMORY_PEERS.get(framework)
+    return memory_groups(framework, moe) + (memory_groups(peer, moe) if peer else ())
+
+
 # Model families as the measurement set names them (a preset's family, e.g. qwen3_moe, maps by prefix).
 _FAMILIES = ("llama", "qwen2", "qwen3", "deepseek", "kimi", "gpt_oss", "mixtral")
 MIN_BAND_ROWS = 5
@@ -116,6 +148,7 @@ class Parameters:
     physics: Physics
     profiles: dict[str, FrameworkProfile]
     cv_bands: dict[str, ErrorBand]
+    memory_bands: dict[str, MemoryBand]
 
     def error_band(self, framework: str, family: str, generation: str) -> ErrorBand | None:
         """The band of the most specific group with at least MIN_BAND_ROWS rows (None before any fit)."""
@@ -126,6 +159,17 @@ class Parameters:
             if band and band.rows >= MIN_BAND_ROWS:
                 return band
         return None
+
+    def memory_band(self, framework: str, moe: bool) -> tuple[MemoryBand | None, MemoryBand | None]:
+        """The memory band of the most specific group with at least MIN_BAND_ROWS rows (None: no such group), and
+        the most specific group before it that has rows, too few to stand alone (None: there is none)."""
+        thin = None
+        for key in memory_band_groups(framework, moe):
+            band = self.memory_bands.get(key)
+            if band and band.rows >= MIN_BAND_ROWS:
+                return band, thin
+            thin = thin or band
+        return None, thin
 
     def profile(self, framework: str) -> FrameworkProfile:
         try:
@@ -177,7 +221,9 @@ def _from_json(data: dict) -> Parameters:
         profiles[name] = FrameworkProfile(name=name, torch_pipeline=facts.torch_pipeline, **kw)
     bands = {key: ErrorBand(entry["median_abs_error"], entry["rows"], key)
              for key, entry in data.get("cv_bands", {}).items()}
-    return Parameters(physics=physics, profiles=profiles, cv_bands=bands)
+    memory = {key: MemoryBand(entry["low"], entry["high"], entry["median_abs_error"], entry["rows"], key)
+              for key, entry in data.get("memory_bands", {}).items()}
+    return Parameters(physics=physics, profiles=profiles, cv_bands=bands, memory_bands=memory)
 
 
 @lru_cache(maxsize=1)
