@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -67,7 +68,11 @@ def _memory_band_text(result: CompileResult) -> str:
         text += f"; the {thin.rows} of them most like it ({thin.group}): {thin.low:+.0%} to {thin.high:+.0%}"
     high = max(band.high, thin.high if thin else band.high)
     peak, hbm = result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib
-    return text + f"; at {high:+.0%} the winner's peak would be {peak * (1 + high):.1f} of {hbm:.1f} GiB"
+    text += f"; at {high:+.0%} the winner's peak would be {peak * (1 + high):.1f} of {hbm:.1f} GiB"
+    if peak * (1 + high) <= hbm:
+        return text
+    # the headroom under which every planned peak, raised by `high`, stays within the GPU's memory
+    return text + f": over; memory_headroom: {math.ceil(100 * high / (1 + high)) / 100:.2f} in the intent plans for it"
 
 
 def _memory_band_json(band: MemoryBand | None) -> dict[str, Any] | None:

@@ -100,6 +100,23 @@ def test_explain_quotes_how_measured_peaks_compared_with_their_estimates() -> No
     assert data["memory_error_band"] == {"low": band.low, "high": band.high, "rows": band.rows,
                                          "median_abs_error": band.median_abs_error, "group": band.group}
     assert data["memory_error_band_closest"] is None
+    assert "over; memory_headroom" not in line  # this winner fits even at the band's high end
+
+
+def test_a_winner_over_the_gpu_at_the_memory_band_s_high_end_is_told_the_headroom_that_plans_for_it(monkeypatch):
+    """The suggested headroom is the least (to the hundredth) under which the re-planned winner, raised by the band's
+    high end, stays within the GPU."""
+    from automodel_dist import explain
+    from automodel_dist.cost.profiles import MemoryBand
+
+    result = compile_intent(INTENT)
+    high = result.problem.cluster.gpu.hbm_gib / result.estimate.memory_gib - 1 + 0.05  # 5 points past the GPU
+    monkeypatch.setattr(explain, "memory_band", lambda _: (MemoryBand(-0.1, high, 0.05, 9, "x/*"), None))
+    line = next(x for x in render_explain(result, top=1).splitlines() if x.startswith("memory error: "))
+    headroom = float(line.rsplit("memory_headroom: ", 1)[1].split()[0])
+    assert headroom >= high / (1 + high) and headroom - high / (1 + high) < 0.01
+    replanned = compile_intent({**INTENT, "memory_headroom": headroom})
+    assert replanned.estimate.memory_gib * (1 + high) <= replanned.problem.cluster.gpu.hbm_gib
 
 
 def test_explain_shows_the_step_time_part_by_part_against_the_runner_up() -> None:
