@@ -153,15 +153,14 @@ def test_torchtitan_memory_rows_within_10_percent(results):
     assert not bad
 
 
-def test_every_row_that_measured_memory_is_within_10_percent_but_four_megatron_runs(results):
-    """The memory target over every measured row, held: only four Megatron-Bridge runs are outside, each predicted
-    low: the three BF16 MoE runs under their recipes' own dtypes, and the FP8 Llama-3 70B TP8 one (memory.
-    MEGATRON_ACTIVATION_SHARE says why)."""
+def test_every_row_that_measured_memory_is_within_10_percent_but_two_megatron_runs(results):
+    """The memory target over every measured row, held: only two Megatron-Bridge runs are outside, each predicted
+    low: Moonlight's, whose learned router's most loaded EP rank the model does not price, and the FP8 Llama-3 70B
+    TP8 one (memory.MEGATRON_ACTIVATION_SHARE says why)."""
     rows = [r for r in results if r.row.memory_gib]
     assert len(rows) >= 27
     bad = sorted(r.row.name for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET)
-    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8", "MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS TP8 PP4 VP5 core_attn",
-                   "MB Qwen3-30B-A3B 16xH100 EP16 HybridEP", "MB Qwen3-30B-A3B 16xH100 EP16 alltoall"]
+    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8", "MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS TP8 PP4 VP5 core_attn"]
     assert all(r.memory_error < 0 for r in rows if r.row.name in bad)
 
 

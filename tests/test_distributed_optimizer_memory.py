@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from automodel_dist.catalog.models import resolve_model
@@ -84,15 +86,18 @@ def test_the_precision_aware_optimizer_reads_the_bf16_gradients_without_an_fp32_
     assert memory.step_grad_copy(memory.model_states(SHAPE, lay, TRAINING, load, aware), lay, aware, 0.0) == 0.0
 
 
-def test_megatron_holds_half_the_shared_activation_count():
-    """The shared activation count as each stack holds it: AutoModel in full, Megatron at the share its runs bound
-    (memory.MEGATRON_ACTIVATION_SHARE)."""
-    assert memory.activation_share(MEGATRON) == memory.MEGATRON_ACTIVATION_SHARE == 0.5
-    assert memory.activation_share(RecipeOptions()) == 1.0
+def test_megatron_holds_a_share_of_the_shared_activation_count_by_precision():
+    """The shared activation count as each stack holds it: AutoModel in full at any precision, Megatron at the share
+    its runs bound for the precision (memory.MEGATRON_ACTIVATION_SHARE): less under FP8."""
+    assert memory.activation_share(MEGATRON, "bf16") == memory.MEGATRON_ACTIVATION_SHARE["bf16"] == 0.85
+    assert memory.activation_share(MEGATRON, "fp8") == memory.MEGATRON_ACTIVATION_SHARE["fp8"] == 0.5
+    assert memory.activation_share(RecipeOptions(), "bf16") == memory.activation_share(RecipeOptions(), "fp8") == 1.0
     lay = layout("fsdp2")
-    full = memory.memory_breakdown(SHAPE, lay, TRAINING, options=RecipeOptions(master_weights="fp32"))
-    half = memory.memory_breakdown(SHAPE, lay, TRAINING, options=MEGATRON)
-    assert half["activations"] == pytest.approx(full["activations"] / 2, rel=1e-9)
+    for precision, share in memory.MEGATRON_ACTIVATION_SHARE.items():
+        training = replace(TRAINING, precision=precision)
+        full = memory.memory_breakdown(SHAPE, lay, training, options=RecipeOptions(master_weights="fp32"))
+        held = memory.memory_breakdown(SHAPE, lay, training, options=MEGATRON)
+        assert held["activations"] == pytest.approx(full["activations"] * share, rel=1e-9)
 
 
 def test_fsdp_with_deferred_sync_keeps_its_sharded_fp32_gradients_beside_the_unsharded_ones():

@@ -90,7 +90,7 @@ def test_moe_act_frees_top_k_activation_outputs_of_every_layer_on_the_peak() -> 
     p = problem(Q30, 16)
     lay = megatron_layout(16, ep=16, activation_checkpointing="selective", global_batch_size=64, dispatcher="deepep")
     none, act = estimate(p, lay, ()), estimate(p, lay, ("moe_act",))
-    freed = 48 * 8 * 768 * 4096 * 2 * activation_share(RecipeOptions(framework="megatron")) / GIB
+    freed = 48 * 8 * 768 * 4096 * 2 * activation_share(RecipeOptions(framework="megatron"), "bf16") / GIB
     assert none.memory["activations"] - act.memory["activations"] == pytest.approx(freed, rel=1e-9)
     assert act.memory_gib < none.memory_gib
 

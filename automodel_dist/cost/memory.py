@@ -75,9 +75,8 @@ PARTS = (
 
 NOT_MODELED = (
     "uneven routing (force-balanced tokens assumed: hot experts need more activation memory)",
-    "Megatron-Core's own activation bytes (half the shared count, the share at which every Megatron-Bridge run "
-    "fits and its FP8 Llama peaks are met; its three measured BF16 MoE peaks hold the full count, 22-25% above "
-    "this estimate)",
+    "Megatron-Core's own activation bytes (a share of the shared count by precision, 0.85 for BF16 and 0.5 for "
+    "FP8, the middle of what its measured peaks and the runs that ran allow: MEGATRON_ACTIVATION_SHARE)",
     "seq² attention scores (flash/TE attention assumed; SDPA math or eager attention needs far more)",
     "CUDA graphs' private pools and static buffers",
     "optimizer CPU offload and activation offload",
@@ -311,23 +310,25 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
     return rows * 2 * shape.expert_width * BF16 > EXPERT_MLP_CHUNK_BYTES
 
 
-# Megatron-Core holds about half the activation bytes the shared count gives, as its Megatron-Bridge runs bound it:
-# 0.5 fits every run in the measurement set, 0.6 already has an FP8 run that ran predicted not to fit
-# (benchmarks/calibration.py), and the six peaks of Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4
-# and TP8) come within -3% to +1% at it, but TP8's -11% (at the full count: up to +30%). Part of it is Transformer
-# Engine keeping FP8 GEMM inputs quantized (~13% of a Llama layer); the rest has no term yet. The three measured
-# BF16 MoE peaks (Qwen3-30B-A3B twice, Moonlight; PP1) ask for the full count under their recipes' own dtypes
-# (+1%, +2%, -12% with it; 22-25% low with this share), and `explain` quotes them beside a Megatron MoE estimate.
-# The full count for BF16 is not taken: even with the recipes' own gradient buffers and loss kernels it calls a
-# DeepSeek-V3 BF16 run of the 25.11 table (256 GB200, PP4 VPP4) and three of the card's measured BF16 layouts
-# unfit (DeepSeek-V3 on 256 B200, Qwen3-235B-A22B on 256 H100 and on 128 B200). The measurements that would
-# settle it: one model's BF16 and FP8 peaks, PP1 and interleaved, per rank.
-MEGATRON_ACTIVATION_SHARE = 0.5
+# The share of the shared activation count Megatron-Core holds, by precision, each the middle of the interval its
+# runs allow (benchmarks/calibration.py: the measured peaks within +-10% below, the runs that ran predicted to fit
+# above):
+# - BF16, 0.85 of [0.78, 0.91]: the two force-balanced BF16 MoE peaks (Qwen3-30B-A3B on 16 H100, PP1, HybridEP and
+#   alltoall) need 0.78; above 0.91 a DeepSeek-V3 BF16 run of the 25.11 table (256 GB200, PP4 VPP4) is called unfit.
+#   At 0.85 the two peaks come within -6% and -5%; Moonlight's (learned router, its hot EP rank not modelled) -16%.
+# - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the six peaks of
+#   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +1% at 0.5 but TP8's
+#   -11% (at the full count up to +30%). Part of the gap to BF16 is Transformer Engine keeping FP8 GEMM inputs
+#   quantized (one byte: ~13% of a Llama layer, more of an expert path); the rest has no term yet.
+# What would replace both with a count: one model's BF16 and FP8 peaks, PP1 and interleaved, per rank.
+MEGATRON_ACTIVATION_SHARE = {"bf16": 0.85, "fp8": 0.5}
 
 
-def activation_share(options: RecipeOptions) -> float:
-    """The share of the shared activation count the options' stack holds."""
-    return MEGATRON_ACTIVATION_SHARE if options.framework == "megatron" else 1.0
+def activation_share(options: RecipeOptions, precision: str) -> float:
+    """The share of the shared activation count the options' stack holds at `precision` ("bf16" or "fp8")."""
+    if options.framework != "megatron":
+        return 1.0
+    return MEGATRON_ACTIVATION_SHARE["fp8" if precision == "fp8" else "bf16"]
 
 
 def kept_activation_share(mode: str, fused: bool = False) -> float:
@@ -492,7 +493,7 @@ def _rank_parts(shape: ModelShape, layout: Layout, training: TrainingSpec, loads
         dense_act = max(0.0, dense_act - freed.dense_rep / rep_div - freed.dense_tp / tp)
         moe_act = max(0.0, moe_act - (freed.moe_rep + freed.moe_expert) / rep_div - freed.moe_tp / tp)
     logit_bytes = LOGIT_BYTES if options.logit_bytes is None else options.logit_bytes
-    held = activation_share(options)
+    held = activation_share(options, training.precision)
     runtime = RUNTIME_GIB * GIB
     if ep > 1 and layout.dispatcher in FLEX_DISPATCHERS:
         runtime += EP_BUFFER_GIB * GIB * (2 if ep > nvlink_domain else 1)
