@@ -208,15 +208,27 @@ def test_the_loss_is_priced_at_the_bytes_the_recipes_kernel_keeps() -> None:
 def test_the_recompute_ladder_prices_the_optimizer_the_set_writes() -> None:
     """The ladder that picks the recompute modules costs the layout with the precision-aware optimizer the written set
     turns on (it used to price plain fp32 main weights, 2 bytes more per sharded weight, and call a set that fits
-    '2 GiB over'): Qwen3-235B-A22B on 128 GB200, the card's batch."""
+    '2 GiB over'): Qwen3-235B-A22B on 64 GB200, the card's batch."""
     from automodel_dist.targets.megatron_bridge.choose import precision
 
-    text = ("model: qwen3-235b-a22b\nhardware: {gpu: gb200-nvl72, nodes: 32, gpus_per_node: 4}\n"
+    text = ("model: qwen3-235b-a22b\nhardware: {gpu: gb200-nvl72, nodes: 16, gpus_per_node: 4}\n"
             "training: {task: pretrain, seq_length: 4096, global_batch_size: 1024}\n")
     result = compile_megatron(text)
     assert precision(result.problem)[0]["precision_aware_optimizer"] is True
     assert result.override.settings.recompute_modules and result.estimate.fits
     assert result.why["recompute_modules"].startswith("the narrowest set that fits")
+
+
+def test_a_micro_batch_pin_holds_without_pipeline_parallelism() -> None:
+    """Megatron's `train.micro_batch_size` is the forward batch at any PP size, so the pin holds on a PP1 layout (it
+    was dropped there, as AutoModel's pipeline-only micro batch is, and the planner wrote its own)."""
+    text = ("model: qwen3-235b-a22b\nhardware: {gpu: gb200-nvl72, nodes: 32, gpus_per_node: 4}\n"
+            "training: {task: pretrain, seq_length: 4096, global_batch_size: 1024}\n")
+    free = compile_megatron(text)
+    assert free.layout.pp == 1 and free.layout.local_batch_size == 2
+    pinned = compile_megatron(text + "parallelism: {pp: 1, micro_batch_size: 4}\n")
+    assert pinned.layout.pp == 1 and pinned.layout.local_batch_size == 4
+    assert "micro_batch_size: 4 " in pinned.yaml
 
 
 def _space(world: int) -> MegatronSpace:

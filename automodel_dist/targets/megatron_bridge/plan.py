@@ -92,9 +92,11 @@ class MegatronSpace(Enumerator):
         return megatron_layout(**base, micro_batch_size=micro_batch_size)
 
     def _batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
-        """Without PP, as AutoModel's (micro batches accumulate); with PP, one flush of global/DP samples."""
+        """Without PP, as AutoModel's (micro batches accumulate), but a micro_batch_size pin holds: Megatron's
+        `train.micro_batch_size` is the forward batch at any PP size; with PP, one flush of global/DP samples."""
         if pp == 1:
-            return super()._batches(pp, dp)
+            pinned = self.p.pins.micro_batch_size
+            return [(m, b) for m, b in super()._batches(pp, dp) if pinned is None or m in pinned]
         gbs = self.p.training.global_batch_size
         if dp <= 0 or gbs % dp:
             return []
