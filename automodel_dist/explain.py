@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from automodel_dist.compiler import CompileResult, Source, compile_intent, layout_json
@@ -76,8 +77,7 @@ def _memory_band_text(result: CompileResult) -> str:
 
 
 def _memory_band_json(band: MemoryBand | None) -> dict[str, Any] | None:
-    return None if band is None else {"low": band.low, "high": band.high, "median_abs_error": band.median_abs_error,
-                                      "rows": band.rows, "group": band.group}
+    return None if band is None else asdict(band)
 
 
 def checkpointing_twins(result: CompileResult) -> dict[str, Candidate | None]:
@@ -111,7 +111,7 @@ def _checkpointing_text(result: CompileResult) -> str:
 
 def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
     problem = result.problem
-    band = error_band(result)
+    band, memory = error_band(result), memory_band(result)
     return {
         "target": result.target,
         "writes": result.writes,
@@ -128,8 +128,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "error_band": None if band is None else {"median_abs_error": band.median_abs_error, "rows": band.rows,
                                                  "group": band.group},
         "tie_within_error_band": within_band(result, band),
-        "memory_error_band": _memory_band_json(memory_band(result)[0]),
-        "memory_error_band_closest": _memory_band_json(memory_band(result)[1]),
+        "memory_error_band": _memory_band_json(memory[0]),
+        "memory_error_band_closest": _memory_band_json(memory[1]),
         "advantage_over_runner_up_s": (advantage_by_part(result.estimate, result.alternatives[0].estimate)
                                        if result.alternatives else None),
         "settings": [setting.to_json() for setting in result.settings()],
