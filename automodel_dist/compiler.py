@@ -154,11 +154,24 @@ def problem_and_base(intent: Intent) -> tuple[Problem, Document | None]:
     (reduce dtype, loss, weight dtype, ...) are the estimates' starting point, as the merged recipe runs them."""
     from automodel_dist.cost.recipe import recipe_options
 
+    _check_automodel_pins(intent)
     problem = resolve_intent(intent)
     if intent.base_recipe is None:
         return problem, None
     base = load_base(intent.base_recipe)
     return replace(problem, recipe_options=recipe_options(to_plain(base.data))), base
+
+
+def _check_automodel_pins(intent: Intent) -> None:
+    """A pin AutoModel has no use for is bad input, not silently dropped: its micro batch is the pipeline's
+    (`distributed.pipeline.pp_microbatch_size`), so with pp pinned to 1 a micro_batch_size pin would do nothing
+    (the Megatron-Bridge target reads it as `train.micro_batch_size`, the forward batch at any PP size)."""
+    pins = intent.pins
+    if pins.pp == (1,) and pins.micro_batch_size is not None:
+        raise InputError("parallelism.micro_batch_size pins AutoModel's pipeline micro batch, but pp is pinned to 1",
+                         where=intent.where("parallelism.micro_batch_size"),
+                         hint="without a pipeline each forward pass takes the local batch: pin `local_batch_size` "
+                              "instead, or unpin pp")
 
 
 def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str = AUTOMODEL) -> CompileResult:

@@ -271,6 +271,23 @@ def test_contradicting_pins(tmp_path: Path) -> None:
     assert located_at(exc, 10, 3)
 
 
+def test_a_micro_batch_pin_without_a_pipeline_is_bad_input_for_automodel_only(tmp_path: Path) -> None:
+    """AutoModel's micro batch is the pipeline's: with pp pinned to 1 the pin would do nothing, so compile and
+    estimate say so at its line (exit 2); the Megatron-Bridge target reads it as its forward batch and compiles."""
+    from automodel_dist import compile_intent, estimate
+
+    path = write(tmp_path, MINIMAL + "parallelism:\n  pp: 1\n  micro_batch_size: 4\n")
+    for call in (compile_intent, estimate):
+        with pytest.raises(InputError) as info:
+            call(path)
+        assert located_at(info.value, 10, 3) and "local_batch_size" in info.value.hint
+    assert main(["compile", str(path), "-o", str(tmp_path / "out.yaml")]) == 2
+    one = write(tmp_path, MINIMAL + "parallelism:\n  pp: 1\n  micro_batch_size: 1\n", "mb.yaml")
+    assert compile_intent(one, target="megatron-bridge").layout.local_batch_size == 1
+    # the neighbour: with pp open the pin constrains the pipelined layouts, as documented
+    assert compile_intent(write(tmp_path, MINIMAL + "parallelism:\n  micro_batch_size: 1\n")).layout is not None
+
+
 def test_unknown_gpu_is_located(tmp_path: Path) -> None:
     exc = error_of(write(tmp_path, MINIMAL.replace("h100-80gb", "h100-80g")))
     assert located_at(exc, 4, 3) and "h100-80gb" in str(exc)
