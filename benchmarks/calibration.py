@@ -197,6 +197,12 @@ def _spec() -> dict:
     return json.loads(profiles.PARAMETERS_FILE.read_text())
 
 
+def _write_spec(data: dict) -> None:
+    """Write the parameters file and drop the runtime's cached copy of it."""
+    profiles.PARAMETERS_FILE.write_text(json.dumps(data, indent=1) + "\n")
+    profiles.parameters.cache_clear()
+
+
 def free_parameters(spec: dict) -> list[str]:
     return [name for name, entry in spec["parameters"].items() if entry["fit"]]
 
@@ -277,8 +283,7 @@ def fit() -> dict:
         entry["fit"] = n in names
         entry["value"] = round(values[n], 4) if n in names else entry["prior"]
         entry["rows"] = counts.get(n, 0) if n in names else 0
-    profiles.PARAMETERS_FILE.write_text(json.dumps(data, indent=1) + "\n")
-    profiles.parameters.cache_clear()
+    _write_spec(data)
     return {n: (spec[n]["value"], spec[n]["rows"]) for n in candidates}
 
 
@@ -313,8 +318,7 @@ def write_cv_bands(cv: dict[str, float]) -> None:
     data = _spec()
     data["cv_bands"] = {k: {"median_abs_error": round(statistics.median(v), 4), "rows": len(v)}
                         for k, v in sorted(groups.items())}
-    profiles.PARAMETERS_FILE.write_text(json.dumps(data, indent=1) + "\n")
-    profiles.parameters.cache_clear()
+    _write_spec(data)
 
 
 def memory_bands(results: Sequence[RowResult]) -> dict[str, dict[str, float]]:
@@ -324,8 +328,7 @@ def memory_bands(results: Sequence[RowResult]) -> dict[str, dict[str, float]]:
     for r in results:
         if r.memory_error is None:
             continue
-        moe = problem_and_layout(r.row)[0].model.is_moe
-        for key in profiles.memory_groups(r.row.framework, moe):
+        for key in profiles.memory_groups(r.row.framework, resolve_model(r.row.model).is_moe):
             groups.setdefault(key, []).append(1 / (1 + r.memory_error) - 1)
     return {k: {"low": round(min(v), 4), "high": round(max(v), 4),
                 "median_abs_error": round(statistics.median(abs(e) for e in v), 4), "rows": len(v)}
@@ -336,8 +339,7 @@ def write_memory_bands(results: Sequence[RowResult]) -> None:
     """Store `memory_bands` in the parameters file."""
     data = _spec()
     data["memory_bands"] = memory_bands(results)
-    profiles.PARAMETERS_FILE.write_text(json.dumps(data, indent=1) + "\n")
-    profiles.parameters.cache_clear()
+    _write_spec(data)
 
 
 # --- pairwise ordering -----------------------------------------------------------------------------------
