@@ -108,6 +108,7 @@ def _options(row: CalibrationRow, checkpointing: str) -> RecipeOptions:
                          fp8_recipe=row.fp8_recipe, balanced_gate=row.balanced_gate, attention=row.attention,
                          compiled=row.compiled, ep_overlap=row.ep_overlap, recompute_modules=row.recompute_modules,
                          cuda_graphs=row.cuda_graphs, moment_dtype=row.moment_dtype,
+                         fp8_primary_weights=row.fp8_primary_weights,
                          precision_aware=row.precision_aware)
 
 

@@ -107,6 +107,7 @@ class CalibrationRow:
     logit_bytes: float | None = None  # None: fp32-upcast cross entropy; 4: bf16 one; 0: fused linear CE
     moment_dtype: str | None = None  # AdamW's moments (None: the master weights' dtype; RecipeOptions.moment_dtype)
     precision_aware: bool = False  # Megatron's precision-aware optimizer (RecipeOptions.precision_aware)
+    fp8_primary_weights: bool = False  # FP8 weights cast from the masters at the step (RecipeOptions)
     defer_grad_sync: bool = True  # AutoModel's defer_fsdp_grad_sync
     reduce_dtype: str = "float32"  # distributed.mp_policy.reduce_dtype
     async_tp: bool = False  # TP collectives overlapped with GEMMs (torch async TP; Megatron's TP comm overlap)
@@ -491,6 +492,11 @@ def _mb_row(r: dict[str, str]) -> CalibrationRow:
         # (scripts/performance at Bridge 568b3a3ef, 2025-08: `if args.compute_dtype == "bf16"`) and off again with
         # Megatron FSDP ("cannot work with FSDP together", utils/overrides.py)
         precision_aware=precision == "bf16" and r["fsdp"] != "1",
+        # per-tensor FP8 keeps FP8 primary weights (mixed_precision.py: the current- and delayed-scaling recipes set
+        # fp8_param_gather since Bridge 958fb9b7d, 2025-07), but for DeepSeek-V3 on H100, whose performance recipe
+        # turns them off (perf_recipes/deepseek/h100/deepseek_v3.py @067f987df)
+        fp8_primary_weights=recipe == "tensorwise" and precision == "fp8" and r["fsdp"] != "1"
+        and not (r["model"] == "DeepSeekV3" and gpu == "h100"),
         # Megatron FSDP reduce-scatters every micro batch; its distributed optimizer keeps a full fp32 grad buffer
         defer_grad_sync=r["fsdp"] != "1",
         tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]), tflops_per_gpu=float(r["tflops_per_gpu"]),
@@ -518,7 +524,7 @@ def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, 
                 "sequence_parallel": True, "micro_batch_size": 1, **layout},
         seq_length=4096, global_batch_size=32, precision="fp8", fp8_recipe="tensorwise", checkpointing="selective",
         recompute_modules=modules, cuda_graphs=graphed_modules("transformer_engine", ("mlp",)),
-        master_weights="fp32", async_tp=layout.get("tp", 4) > 1, framework="megatron",
+        master_weights="fp32", async_tp=layout.get("tp", 4) > 1, framework="megatron", fp8_primary_weights=True,
         logit_bytes=MB_PERF_LOGIT_BYTES, reduce_dtype=MB_PERF_REDUCE_DTYPE, tflops_per_gpu=tflops,
         memory_gib=mb_logged_gib(memory_gb), memory_metric="allocated", memory_role="held-out", notes=notes,
         release="PR3107",

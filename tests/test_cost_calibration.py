@@ -153,15 +153,26 @@ def test_torchtitan_memory_rows_within_10_percent(results):
     assert not bad
 
 
-def test_every_row_that_measured_memory_is_within_10_percent_but_two_megatron_runs(results):
-    """The memory target over every measured row, held: only two Megatron-Bridge runs are outside, each predicted
-    low: Moonlight's, whose learned router's most loaded EP rank the model does not price, and the FP8 Llama-3 70B
-    TP8 one (memory.MEGATRON_ACTIVATION_SHARE says why)."""
+def test_every_row_that_measured_memory_is_within_10_percent_but_moonlights(results):
+    """The memory target over every measured row, held: only Moonlight's run is outside, predicted low (its learned
+    router's most loaded EP rank is not priced). The FP8 Llama-3 70B TP8 run, whose peak is the optimizer step's,
+    comes within it through the bf16 copies Transformer Engine casts FP8 weights from (memory.step_grad_copy)."""
     rows = [r for r in results if r.row.memory_gib]
     assert len(rows) >= 27
     bad = sorted(r.row.name for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET)
-    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8", "MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS TP8 PP4 VP5 core_attn"]
+    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8"]
     assert all(r.memory_error < 0 for r in rows if r.row.name in bad)
+
+
+def test_the_fp8_study_runs_that_peak_at_the_step_are_priced_there(results):
+    """The Llama-3 70B FP8 study's TP8 run (DP 1: every master weight on the rank) peaks at the optimizer step: its
+    estimate holds the fp32 gradient copy and the bf16 cast copies above the forward/backward peak, and meets the
+    measured peak within 5%; without the cast copies it was 11% low."""
+    by_name = {r.row.name: r for r in results}
+    tp8 = by_name["MB PR3107 sft LLAMA3_70B 32xH100 FP8-CS TP8 PP4 VP5 core_attn"]
+    assert abs(tp8.memory_error) < 0.05
+    plain = calibration.evaluate(replace(tp8.row, name=tp8.row.name + " bf16 weights", fp8_primary_weights=False))
+    assert plain.memory_error < -0.10
 
 
 def test_the_memory_bands_explain_quotes_are_those_of_the_current_model(results):

@@ -125,3 +125,34 @@ def test_the_steps_fp32_gradient_copy_counts_only_beyond_the_freed_activations()
     assert memory.step_grad_copy(states, lay, bf16, shard / 2) == pytest.approx(shard / 2)
     assert memory.step_grad_copy(states, lay, bf16, 2 * shard) == 0.0
     assert memory.step_grad_copy(states, lay, MEGATRON, 0.0) == 0.0
+
+
+def test_fp8_primary_weights_add_a_bf16_copy_of_every_cast_master_shard_to_the_step():
+    """Transformer Engine's cast_master_weights_to_fp8 lists a bf16 copy of every master shard before it casts any,
+    beside the fp32 gradient copy: 2 more bytes per sharded GEMM weight (not the norms, embedding or head, which stay
+    bf16). MXFP8 stages its weights in the gradient buffer instead: nothing more."""
+    lay = layout("distributed_optimizer")
+    load = memory.every_rank_load(SHAPE, lay)[0]
+    bf16 = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16")
+    fp8 = replace(bf16, fp8_primary_weights=True)
+    states = memory.model_states(SHAPE, lay, TRAINING, load, fp8)
+    assert 0 < states.dense_gemm_w < states.dense_w
+    cast = states.dense_gemm_w / 8 * 2
+    assert memory.step_grad_copy(states, lay, fp8, 0.0) == pytest.approx(memory.step_grad_copy(states, lay, bf16, 0.0)
+                                                                          + cast)
+    fp32_buffer = replace(fp8, reduce_dtype="float32")
+    assert memory.step_grad_copy(states, lay, fp32_buffer, 0.0) == pytest.approx(cast)
+    assert memory.step_grad_copy(states, lay, fp32_buffer, 2 * cast) == 0.0
+
+
+def test_a_dp1_fp8_run_peaks_at_the_step_with_its_cast_copies():
+    """With DP 1 the rank holds every master weight: the step's copies (4 + 2 bytes per GEMM weight) outweigh the
+    freed activations, so the FP8 run's peak is higher than the same run's without FP8 primary weights."""
+    lay = Layout(world_size=32, strategy="distributed_optimizer", tp=8, pp=4, vpp=5, pp_schedule="interleaved1f1b",
+                 sequence_parallel=True, global_batch_size=32, local_batch_size=32, micro_batch_size=1)
+    fp8_training = replace(TRAINING, precision="fp8", global_batch_size=32)
+    bf16 = RecipeOptions(framework="megatron", master_weights="fp32", reduce_dtype="bfloat16",
+                         checkpointing="selective", recompute_modules=("core_attn",))
+    peaks = [sum(memory.memory_breakdown(SHAPE, lay, fp8_training, options=o).values())
+             for o in (bf16, replace(bf16, fp8_primary_weights=True))]
+    assert peaks[1] > peaks[0] + 3.0  # GiB: ~2.2e9 GEMM weights on the rank, 2 bytes each

@@ -165,6 +165,7 @@ def test_hydra_append_cases_agree_with_megatron(oracle: Oracle) -> None:
 
 def test_mixed_precision_left_out_is_megatrons(oracle: Oracle, tmp_path: Path) -> None:
     read = ["mixed_precision.fp8", "mixed_precision.fp8_recipe", "mixed_precision.grad_reduce_in_fp32",
+            "mixed_precision.fp8_param_gather", "mixed_precision.reuse_grad_buf_for_mxfp8_param_ag",
             "ddp.grad_reduce_in_fp32"]
     cases, ours = [], []
     for i, (recipe, world, flat, _) in enumerate(PRECISION_CASES):
@@ -179,7 +180,10 @@ def test_mixed_precision_left_out_is_megatrons(oracle: Oracle, tmp_path: Path) -
         assert theirs["ok"], (case, theirs["error"])
         values = theirs["values"]
         assert (values["mixed_precision.fp8"], values["mixed_precision.fp8_recipe"],
-                values["mixed_precision.grad_reduce_in_fp32"]) == (mine.fp8, mine.fp8_recipe, mine.grad_reduce_in_fp32)
+                values["mixed_precision.grad_reduce_in_fp32"], values["mixed_precision.fp8_param_gather"],
+                values["mixed_precision.reuse_grad_buf_for_mxfp8_param_ag"]) == (
+            mine.fp8, mine.fp8_recipe, mine.grad_reduce_in_fp32, mine.fp8_param_gather,
+            mine.reuse_grad_buf_for_mxfp8_param_ag)
         assert values["ddp.grad_reduce_in_fp32"] == mine.grad_reduce_in_fp32, case
     print(f"\nmixed precision: {len(cases)} override sets (YAML and Hydra) resolve as we read them")
 

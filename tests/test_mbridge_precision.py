@@ -26,7 +26,9 @@ from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 Q30 = "qwen3_30b_a3b_pretrain_config"  # a MixedPrecisionConfig object: bf16, gradients reduced in bf16
 Q8 = "qwen3_8b_pretrain_config"        # the same, on a dense model
 L8 = "llama31_8b_pretrain_config"      # names bf16_mixed (gradients reduced in fp32)
-MXFP8 = MixedPrecision(fp8="e4m3", fp8_recipe="mxfp8", grad_reduce_in_fp32=True)
+MXFP8 = MixedPrecision(fp8="e4m3", fp8_recipe="mxfp8", grad_reduce_in_fp32=True, fp8_param_gather=True,
+                       reuse_grad_buf_for_mxfp8_param_ag=True)
+CURRENT = MixedPrecision(fp8="hybrid", fp8_recipe="tensorwise", fp8_param_gather=True)
 # (recipe, world, override set, the mixed precision it runs with)
 PRECISION_CASES: list[tuple[str, int, dict[str, Any], MixedPrecision]] = [
     (Q30, 16, {}, MixedPrecision(grad_reduce_in_fp32=False)),
@@ -37,6 +39,9 @@ PRECISION_CASES: list[tuple[str, int, dict[str, Any], MixedPrecision]] = [
     (L8, 8, {}, MixedPrecision()),
     (L8, 8, {"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"},
      MixedPrecision(fp8="hybrid", fp8_recipe="blockwise")),
+    (L8, 8, {"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}, CURRENT),
+    (Q30, 16, {"mixed_precision.fp8": "hybrid", "mixed_precision.fp8_param_gather": True},
+     MixedPrecision(fp8="hybrid", grad_reduce_in_fp32=False, fp8_param_gather=True)),
 ]
 
 
@@ -55,7 +60,8 @@ def test_recipes_object_or_name_is_recorded() -> None:
     objects = [r for r, v in fields.values.items() if "mixed_precision.grad_reduce_in_fp32" in v]
     named = [r for r, v in fields.values.items() if isinstance(v.get("mixed_precision"), str)]
     assert len(objects) == 21 and len(named) == 25 and not set(objects) & set(named)
-    assert precision_recipe("bf16-mixed") == {"fp8": None, "fp8_recipe": "tensorwise", "grad_reduce_in_fp32": True}
+    assert precision_recipe("bf16-mixed") == {"fp8": None, "fp8_recipe": "tensorwise", "grad_reduce_in_fp32": True,
+                                              "fp8_param_gather": False, "reuse_grad_buf_for_mxfp8_param_ag": False}
     assert precision_recipe("no_such_recipe") is None
     assert settings(Q30, 16, {}).precision is None
     assert settings(Q30, 16, {"mixed_precision": "bf16_mixed"}).grad_reduce_in_fp32 is None  # the object is replaced
@@ -79,6 +85,21 @@ def test_cost_model_reads_the_gradient_buffer_and_fp8_recipe() -> None:
         problem, _, options = costed(Q30, 16, flat, gpu="b200")
         assert (options.reduce_dtype, options.fp8_recipe) == (reduce, fp8)
         assert problem.training.precision == ("fp8" if fp8 == "mxfp8" else "bf16")
+
+
+def test_cost_model_reads_which_fp8_recipes_cast_their_weights_at_the_step() -> None:
+    """Per-tensor FP8 keeps FP8 weights that the optimizer step casts through bf16 copies (fp8_param_gather);
+    MXFP8 stages them in the gradient buffer, blockwise keeps bf16 weights, BF16 has none: only the first prices
+    the copies; on a recipe's own MixedPrecisionConfig, the set's fp8_param_gather decides."""
+    for recipe, world, flat, primary in (
+            (L8, 8, {"mixed_precision": "bf16_with_fp8_current_scaling_mixed"}, True),
+            (L8, 8, {"mixed_precision": "bf16_with_fp8_delayed_scaling_mixed"}, True),
+            (L8, 8, {"mixed_precision": "bf16_with_mxfp8_mixed"}, False),
+            (L8, 8, {"mixed_precision": "bf16_with_fp8_subchannel_scaling_mixed"}, False),
+            (L8, 8, {"mixed_precision": "bf16_mixed"}, False),
+            (Q30, 16, {"mixed_precision.fp8": "hybrid", "mixed_precision.fp8_param_gather": True}, True),
+            (Q30, 16, {"mixed_precision.fp8": "hybrid"}, False)):
+        assert _options(recipe, world, flat).fp8_primary_weights is primary, flat
 
 
 def test_memory_fit_is_judged_at_the_recipes_precision() -> None:

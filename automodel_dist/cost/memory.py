@@ -221,6 +221,10 @@ class RecipeOptions:
     recipes turn it on for BF16 runs): Transformer Engine's FusedAdam keeps the fp32 main weights as the 16 bits
     the bf16 weights lack (`store_param_remainders`, Megatron-Core's default, TE >= 2.1) and reads the bf16
     gradient buffer in place (`decoupled_grad`: no fp32 copy at the step).
+    `fp8_primary_weights`: the layers' GEMM weights live in FP8 and the distributed optimizer's step casts the fp32
+    master shards into them through Transformer Engine's `cast_master_weights_to_fp8` (Megatron's `fp8_param_gather`
+    with per-tensor or blockwise scaling; MXFP8's `reuse_grad_buf_for_mxfp8_param_ag` stages them in the gradient
+    buffer instead): a bf16 copy of every cast shard, all held until the cast ends (`step_grad_copy`).
     """
 
     checkpointing: str | None = None
@@ -243,6 +247,7 @@ class RecipeOptions:
     mtp_layers: int = 0
     moment_dtype: str | None = None
     precision_aware: bool = False
+    fp8_primary_weights: bool = False
 
     @property
     def reduce_bytes(self) -> int:
@@ -317,9 +322,9 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
 #   alltoall) need 0.78; above 0.91 a DeepSeek-V3 BF16 run of the 25.11 table (256 GB200, PP4 VPP4) is called unfit.
 #   At 0.85 the two peaks come within -6% and -5%; Moonlight's (learned router, its hot EP rank not modelled) -16%.
 # - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the six peaks of
-#   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +1% at 0.5 but TP8's
-#   -11% (at the full count up to +30%). Part of the gap to BF16 is Transformer Engine keeping FP8 GEMM inputs
-#   quantized (one byte: ~13% of a Llama layer, more of an expert path); the rest has no term yet.
+#   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +5% at 0.5 (three of
+#   them peak at the optimizer step: `step_grad_copy`). Part of the gap to BF16 is Transformer Engine keeping FP8
+#   GEMM inputs quantized (one byte: ~13% of a Llama layer, more of an expert path); the rest has no term yet.
 # What would replace both with a count: one model's BF16 and FP8 peaks, PP1 and interleaved, per rank.
 MEGATRON_ACTIVATION_SHARE = {"bf16": 0.85, "fp8": 0.5}
 
@@ -350,8 +355,10 @@ def runs_fused(options: RecipeOptions) -> bool:
 
 class ModelStates(NamedTuple):
     """One pp rank's model states in bytes (sharded as FSDP2 / EP / TP hold them, padding aside), and the
-    weights behind them before FSDP sharding: `dense_w` (TP-split), `experts_w` (this EP rank's experts) and
-    the trained weights whose FSDP group has several ranks (`trained_unsharded`, their gradients unsharded)."""
+    weights behind them before FSDP sharding: `dense_w` (TP-split), `experts_w` (this EP rank's experts), the
+    trained weights whose FSDP group has several ranks (`trained_unsharded`, their gradients unsharded) and the
+    part of `dense_w` that is the layers' GEMM weights (`dense_gemm_w`: what an FP8 recipe quantizes, beside every
+    expert; not the norms, routers, embedding or head)."""
 
     params: float
     grads: float
@@ -359,6 +366,7 @@ class ModelStates(NamedTuple):
     dense_w: float
     experts_w: float
     trained_unsharded: float
+    dense_gemm_w: float
 
 
 def shard_groups(layout: Layout) -> tuple[int, int]:
@@ -382,6 +390,8 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     whole = load.dense * shape.dense_layer_tp_whole + load.moe * shape.moe_layer_tp_whole + (
         shape.final_norm_params if load.head else 0)
     dense_w = (load.dense * shape.dense_layer_params + load.moe * shape.moe_layer_params + outer - whole) / tp + whole
+    dense_gemm_w = (load.dense * (shape.dense_layer_params - shape.dense_layer_tp_whole)
+                    + load.moe * (shape.moe_layer_params - shape.moe_layer_tp_whole)) / tp
     # routed experts are split by EP (and Megatron's expert TP) only: AutoModel's TP plans leave them whole
     # (its own MoE classes take no TP; Mixtral's Hugging Face class falls back to a plan without them)
     experts_w = load.moe * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
@@ -391,7 +401,7 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     if training.is_peft:
         trained = (load.dense * shape.dense_layer_adapter + load.moe * shape.moe_layer_adapter) / tp / fsdp
         return ModelStates(sharded_w * BF16 + fp32_extra + trained * FP32, trained * FP32, trained * 2 * FP32,
-                           dense_w, experts_w, trained * fsdp)
+                           dense_w, experts_w, trained * fsdp, 0.0)
     # weights whose FSDP group has more than one rank get separate unsharded gradients
     trained_unsharded = (dense_w if fsdp > 1 else 0.0) + (experts_w if expert_shard > 1 else 0.0)
     weights = grads = main = sharded_w * weight_bytes + fp32_extra
@@ -410,19 +420,24 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     moments = main if options.moment_dtype is None else sharded_w * dtype_bytes(options.moment_dtype)
     if layout.strategy == "distributed_optimizer" and options.precision_aware and weight_bytes == FP32:
         weights = sharded_w * (FP32 - BF16) + fp32_extra  # the remainders beside the bf16 weights
-    return ModelStates(weights, grads, moments * 2, dense_w, experts_w, trained_unsharded)
+    return ModelStates(weights, grads, moments * 2, dense_w, experts_w, trained_unsharded, dense_gemm_w)
 
 
 def step_grad_copy(states: ModelStates, layout: Layout, options: RecipeOptions, transient: float) -> float:
-    """Bytes the distributed optimizer's step adds to the forward/backward peak: with a bf16 gradient buffer it
-    copies its shard of the gradients to fp32 (`shard_model_grad.float()`) once the backward has freed the
-    `transient` memory (activations, logits), so only what exceeds them raises the peak; an fp32 buffer is
-    viewed in place, and the precision-aware optimizer reads the bf16 shard as it is."""
-    if options.reduce_bytes >= FP32 or options.precision_aware:
+    """Bytes the distributed optimizer's step adds to the forward/backward peak, once the backward has freed the
+    `transient` memory (activations, logits): only what exceeds them raises the peak. Two copies are alive together
+    when it casts the master weights back (Megatron-Core's `step_with_ready_grads`):
+    - with a bf16 gradient buffer, its shard of the gradients in fp32 (`shard_model_grad.float()`, kept until the
+      next `zero_grad`); an fp32 buffer is viewed in place, and the precision-aware optimizer reads the bf16 shard
+      as it is;
+    - with FP8 primary weights (`fp8_primary_weights`), a bf16 copy of every master shard Transformer Engine's
+      `cast_master_weights_to_fp8` casts (`master_weight.to(model_weight.dtype)`, listed before any is cast)."""
+    if options.precision_aware:
         return 0.0
     fsdp, expert_shard = shard_groups(layout)
-    shard = states.dense_w / fsdp + states.experts_w / expert_shard
-    return max(0.0, shard * FP32 - transient)
+    grads = 0.0 if options.reduce_bytes >= FP32 else (states.dense_w / fsdp + states.experts_w / expert_shard) * FP32
+    cast = (states.dense_gemm_w / fsdp + states.experts_w / expert_shard) * BF16 if options.fp8_primary_weights else 0.0
+    return max(0.0, grads + cast - transient)
 
 
 def memory_breakdown(

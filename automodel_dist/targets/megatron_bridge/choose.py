@@ -329,12 +329,21 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
 @dataclass(frozen=True)
 class MixedPrecision:
     """The MixedPrecisionConfig fields an override set runs with that the cost model reads: FP8 on (its format) or
-    off, the FP8 scaling recipe, and the DDP gradient buffer's dtype (mixed_precision.setup copies
-    grad_reduce_in_fp32 into the DDP config)."""
+    off, the FP8 scaling recipe, the DDP gradient buffer's dtype (mixed_precision.setup copies
+    grad_reduce_in_fp32 into the DDP config), and whether the weights are kept in FP8 and how the optimizer step
+    writes them (`fp8_primary_weights`)."""
 
     fp8: str | None = None
     fp8_recipe: str = "tensorwise"
     grad_reduce_in_fp32: bool = True  # MixedPrecisionConfig's default
+    fp8_param_gather: bool = False
+    reuse_grad_buf_for_mxfp8_param_ag: bool = False
+
+    @property
+    def fp8_primary_weights(self) -> bool:
+        """FP8 weights the distributed optimizer casts from its fp32 masters through Transformer Engine
+        (cost/memory.RecipeOptions.fp8_primary_weights); MXFP8's gradient-buffer reuse stages them instead."""
+        return self.fp8 is not None and self.fp8_param_gather and not self.reuse_grad_buf_for_mxfp8_param_ag
 
 
 # Megatron-Bridge's fp8_recipe -> the cost model's FP8 scaling (delayed scaling is per-tensor, like current scaling)
@@ -353,8 +362,8 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
     """How the override set runs, for the cost model: Megatron's profile, fp32 master weights, gradients
     accumulated in the DDP buffer and reduced once per step (behind the last backward), TP communication
     overlapped, the layout's recompute with the settings' modules, EP overlap where the settings turn it on, the
-    settings' mixed precision (its FP8 recipe and gradient-buffer dtype), the CUDA graphs the settings capture (as
-    benchmarks/calibration_data.py describes Megatron-Bridge rows), the MTP depths the run trains (the
+    settings' mixed precision (its FP8 recipe, gradient-buffer dtype and FP8 weights), the CUDA graphs the settings
+    capture (as benchmarks/calibration_data.py describes Megatron-Bridge rows), the MTP depths the run trains (the
     settings', else the recipe function's own `model.mtp_num_layers`), the recipe's loss kernel (the bytes per
     logit) and its optimizer's precision (BF16 only: with FP8 weights Megatron-Core hands the main weights to
     Transformer Engine)."""
@@ -366,7 +375,8 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
                          recompute_modules=recomputed_modules(s),
                          cuda_graphs=graphed_modules(s.cuda_graph_impl, s.cuda_graph_scope),
                          mtp_layers=trained_mtp_layers(problem, s), logit_bytes=loss_logit_bytes(problem),
-                         precision_aware=mp.fp8 is None and precision_aware_optimizer(problem, s))
+                         precision_aware=mp.fp8 is None and precision_aware_optimizer(problem, s),
+                         fp8_primary_weights=mp.fp8_primary_weights)
 
 
 # Bytes per logit alive at the loss with Megatron-Core's loss kernels (`LanguageModule.compute_language_model_loss`):

@@ -26,7 +26,7 @@ MOE_FIELDS = frozenset({"dispatcher_type", "flex_backend", "shared_expert_overla
 OPTIONAL_FIELDS = frozenset({"comm_overlap_target", "mtp_num_layers", "packed_sequence_size", "pad_seq_to_mult",
                              "per_token_loss", "average_in_collective", "pretrained_checkpoint", "peft_dim",
                              "peft_alpha", "precision", "grad_reduce_in_fp32", "fp8", "fp8_recipe",
-                             "precision_aware_optimizer"})
+                             "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "precision_aware_optimizer"})
 # A Hydra value outside these characters is quoted (pipeline layouts: `Et*3|(tt|)*29m|L`).
 _HYDRA_PLAIN = re.compile(r"[A-Za-z0-9_.:+\-/]+")
 

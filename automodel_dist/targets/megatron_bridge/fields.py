@@ -35,7 +35,7 @@ ANY = "*"  # a field that holds a mapping: any key
 ALL_RECIPES = "*"  # hydra.unset's entry for the None leaves every recipe has
 # The MixedPrecisionConfig fields the target reads (the cost model's FP8 recipe and gradient-buffer dtype), recorded
 # for every named precision recipe (megatron.bridge.training.mixed_precision.MIXED_PRECISION_RECIPES)
-PRECISION_FIELDS = ("fp8", "fp8_recipe", "grad_reduce_in_fp32")
+PRECISION_FIELDS = ("fp8", "fp8_recipe", "grad_reduce_in_fp32", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag")
 
 
 @dataclass(frozen=True)

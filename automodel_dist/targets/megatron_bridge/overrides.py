@@ -62,12 +62,14 @@ class MegatronSettings:
     recompute_modules: tuple[str, ...] | None = None
     cuda_graph_impl: str = "none"
     cuda_graph_scope: tuple[str, ...] = ()
-    # the mixed-precision recipe's name; None: the recipe's own MixedPrecisionConfig object, whose fields the three
+    # the mixed-precision recipe's name; None: the recipe's own MixedPrecisionConfig object, whose fields the five
     # below hold (each None elsewhere: the named recipe's value, fields.precision_recipe)
     precision: str | None = "bf16_mixed"
     grad_reduce_in_fp32: bool | None = None
     fp8: str | None = None
     fp8_recipe: str | None = None
+    fp8_param_gather: bool | None = None
+    reuse_grad_buf_for_mxfp8_param_ag: bool | None = None
     # `optimizer.use_precision_aware_optimizer` (None: the recipe's own): TE's FusedAdam keeps the fp32 main weights
     # as 16-bit remainders beside the bf16 ones and reads the bf16 gradients in place (cost/memory.RecipeOptions)
     precision_aware_optimizer: bool | None = None
@@ -165,6 +167,8 @@ KEYS: tuple[Key, ...] = (
     _k("mixed_precision.grad_reduce_in_fp32", "grad_reduce_in_fp32"),
     _k("mixed_precision.fp8", "fp8"),
     _k("mixed_precision.fp8_recipe", "fp8_recipe"),
+    _k("mixed_precision.fp8_param_gather", "fp8_param_gather"),
+    _k("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag", "reuse_grad_buf_for_mxfp8_param_ag"),
     _k("optimizer.use_precision_aware_optimizer", "precision_aware_optimizer"),
     _k("model.seq_length", "seq_length"),
     _k("dataset.seq_length", "seq_length"),

@@ -28,12 +28,14 @@ NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_b
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
                       "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target", "grad_reduce_in_fp32",
-                      "fp8", "fp8_recipe", "precision_aware_optimizer"})
+                      "fp8", "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
+                      "precision_aware_optimizer"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
                          "account_for_embedding", "account_for_loss", "per_token_loss", "average_in_collective",
-                         "grad_reduce_in_fp32", "precision_aware_optimizer"})
+                         "grad_reduce_in_fp32", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
+                         "precision_aware_optimizer"})
 LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_graph_scope"})
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
