@@ -308,11 +308,15 @@ def cross_validate(rows: Sequence[CalibrationRow] = EVALUATED) -> dict[str, floa
 
 def write_cv_bands(cv: dict[str, float]) -> None:
     """Store the cross-validated median |error| of each (framework, family, GPU generation) group, and of
-    each coarser group, in the parameters file: `explain` quotes the band of rows like the estimate."""
+    each coarser group, in the parameters file: `explain` quotes the band of rows like the estimate. The rows
+    reported but not fitted stay out: their errors are the costs the model does not price, not its error on the
+    runs it does (a DeepSeek-V3 estimate on H100 is not as far off as Moonlight's one-micro-batch steps)."""
     groups: dict[str, list[float]] = {}
     by_name = {r.name: r for r in EVALUATED}
     for name, error in cv.items():
         row = by_name[name]
+        if row.role == "reported":
+            continue
         gen = throughput.generation(row_gpu(row).compute_capability)
         for key in profiles.band_groups(row.framework, row.family, gen):
             groups.setdefault(key, []).append(abs(error))
@@ -390,7 +394,10 @@ def ordered(a: RowResult, b: RowResult) -> bool:
 @dataclass(frozen=True)
 class Summary:
     median_in_sample: float
-    median_cv: float
+    median_cv: float  # over the fitted rows
+    median_cv_every_row: float  # over every evaluated row that measured throughput, the target's figure
+    median_reported: float  # the rows reported, never fitted (role "reported"), in-sample
+    reported_rows: int
     median_cv_automodel: float
     median_held_out: float
     pairwise_correct: int
@@ -408,7 +415,7 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return (self.median_cv <= THROUGHPUT_TARGET and self.median_cv_automodel <= THROUGHPUT_TARGET
+        return (self.median_cv_every_row <= THROUGHPUT_TARGET and self.median_cv_automodel <= THROUGHPUT_TARGET
                 and self.pairwise >= PAIRWISE_TARGET and self.memory_within == self.memory_rows
                 and not self.memory_outside and not self.not_fitting)  # memory: wherever measured
 
@@ -421,6 +428,7 @@ def summarize(results: Sequence[RowResult], cv: dict[str, float] | None = None) 
     cv = cv or {}
     fitted = [r for r in results if r.row.role == "fit" and r.throughput_error is not None]
     held = [r for r in results if r.row.role == "held-out" and r.throughput_error is not None]
+    reported = [r for r in results if r.row.role == "reported" and r.throughput_error is not None]
     by_name = {r.row.name: r.row for r in results}
     cv_fit = {name: e for name, e in cv.items() if name in by_name and by_name[name].role == "fit"}
     titan = [r for r in results if r.row.source.startswith("pytorch/torchtitan") and r.row.memory_gib
@@ -431,7 +439,11 @@ def summarize(results: Sequence[RowResult], cv: dict[str, float] | None = None) 
     return Summary(
         median_in_sample=_median([abs(r.throughput_error) for r in fitted]),
         median_cv=_median([abs(e) for e in cv_fit.values()]),
-        median_cv_automodel=_median([abs(e) for name, e in cv_fit.items() if by_name[name].framework == "automodel"]),
+        median_cv_every_row=_median([abs(e) for name, e in cv.items() if name in by_name]),
+        median_reported=_median([abs(r.throughput_error) for r in reported]),
+        reported_rows=len(reported),
+        median_cv_automodel=_median([abs(e) for name, e in cv.items()
+                                     if name in by_name and by_name[name].framework == "automodel"]),
         median_held_out=_median([abs(r.throughput_error) for r in held]),
         pairwise_correct=sum(ordered(a, b) for a, b in all_pairs),
         pairwise_total=len(all_pairs),
@@ -482,8 +494,10 @@ def render(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> 
         f"rows: {len(ROWS)} measured runs, {len(results)} evaluated ("
         + ", ".join(f"{n} not: {why}" for why, n in sorted(excluded.items())) + ")",
         f"throughput median |error|: in-sample {s.median_in_sample * 100:.1f}%, cross-validated (leave one model "
-        f"family out) {s.median_cv * 100:.1f}% (target <= {THROUGHPUT_TARGET * 100:.0f}%), AutoModel rows "
-        f"cross-validated {s.median_cv_automodel * 100:.1f}%, held-out AutoModel rows {s.median_held_out * 100:.1f}%",
+        f"family out) {s.median_cv_every_row * 100:.1f}% over every row (target <= {THROUGHPUT_TARGET * 100:.0f}%) "
+        f"and {s.median_cv * 100:.1f}% over the fitted ones, AutoModel rows cross-validated "
+        f"{s.median_cv_automodel * 100:.1f}%, held-out AutoModel rows {s.median_held_out * 100:.1f}%, rows reported "
+        f"but not fitted ({s.reported_rows}) {s.median_reported * 100:.1f}% in-sample",
         f"pairwise ordering: {s.pairwise_correct}/{s.pairwise_total} pairs ({s.pairwise * 100:.1f}%, target >= "
         f"{PAIRWISE_TARGET * 100:.0f}%)" + (f"; wrong: {'; '.join(wrong)}" if wrong else "")
         + f"; across releases and batch sizes too: {broad_ok}/{len(broad)} "
@@ -500,7 +514,8 @@ def render(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> 
 
 
 def error_table(results: Sequence[RowResult], cv: dict[str, float]) -> str:
-    """Median |throughput error| by framework and GPU generation, in-sample and cross-validated."""
+    """Median |throughput error| by framework and GPU generation: in-sample over the fitted rows, cross-validated over
+    every row, and over the held-out rows."""
     groups: dict[tuple[str, str], list[RowResult]] = {}
     for r in results:
         if r.throughput_error is None:
@@ -513,7 +528,7 @@ def error_table(results: Sequence[RowResult], cv: dict[str, float]) -> str:
     for (framework, gen), members in sorted(groups.items()):
         fit = [r for r in members if r.row.role == "fit"]
         held = [r for r in members if r.row.role == "held-out"]
-        cv_errors = [abs(cv[r.row.name]) for r in fit if r.row.name in cv]
+        cv_errors = [abs(cv[r.row.name]) for r in members if r.row.name in cv]
         within = sum(e <= THROUGHPUT_TARGET for e in cv_errors)
         lines.append(
             f"| {framework} | {gen} | {len(members)} | {_median([abs(r.throughput_error) for r in fit]) * 100:.1f}% | "

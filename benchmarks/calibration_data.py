@@ -32,7 +32,7 @@ Sources (public):
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,9 @@ class CalibrationRow:
     memory_metric: str = "reserved"  # reserved | allocated
     gpu_conditions: dict[str, Any] | None = None  # GpuSpec fields where the GPUs differ from the preset's
     compiled: bool | None = None  # torch.compile on or off (None: the stack's default, memory.runs_fused)
-    role: str = "fit"  # fit | held-out (never fitted to: AutoModel's performance rows beyond the calibration notes)
+    # fit | held-out (never fitted to: AutoModel's performance rows beyond the calibration notes) | reported (evaluated
+    # and paired, never fitted: a job whose steps hold costs the model does not price, named in its notes)
+    role: str = "fit"
     memory_role: str = "fit"  # fit | held-out, for memory (the ±10% target counts the torchtitan fit rows)
     notes: str = ""
     release: str = ""  # the software release measured (Megatron-Bridge's container), for pairing layouts
@@ -172,7 +174,7 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
               tps: float | None = None, tflops: float | None = None, memory_gib: float | None = None,
               gpu: str = "h100", cuda_graphs: tuple[str, ...] = (), reduce_dtype: str = "float32",
               moment_dtype: str | None = None, logit_bytes: float | None = None, precision_aware: bool = False,
-              notes: str) -> CalibrationRow:
+              recompute_modules: tuple[str, ...] = (), notes: str) -> CalibrationRow:
     """A Megatron-Bridge run: fp32 master weights, gradients reduced every micro batch, TP communication
     overlapped with the GEMMs (TE userbuffers, on in its performance recipes), Megatron's own pipeline
     schedules; all held out."""
@@ -183,8 +185,29 @@ def _megatron(name: str, source: str, world: int, layout: dict[str, Any], seq: i
         defer_grad_sync=False, async_tp=layout.get("tp", 1) > 1, framework="megatron", tokens_per_s_per_gpu=tps,
         tflops_per_gpu=tflops, memory_gib=memory_gib, memory_metric="allocated",
         memory_role="held-out", cuda_graphs=cuda_graphs, reduce_dtype=reduce_dtype, moment_dtype=moment_dtype,
-        logit_bytes=logit_bytes, precision_aware=precision_aware, notes=notes,
+        logit_bytes=logit_bytes, precision_aware=precision_aware, recompute_modules=recompute_modules, notes=notes,
     )
+
+
+def _moonlight_h100(modules: tuple[str, ...], step_ms: float, tflops: float, memory_gb: float) -> CalibrationRow:
+    """One run of Megatron-Bridge's matched Moonlight-16B study on 8 H100 (2026-08, Bridge 600d069b): its recipe
+    `moonlight_16b_pretrain_8gpu_h100_bf16_config` (TP2 SP, EP8 alltoall, MBS 1, GBS 4: DP 4, one micro batch,
+    grad_reduce_in_fp32 false, the precision-aware optimizer with bf16 exp_avg/exp_avg_sq beside fp32 main params,
+    TE fused cross entropy, tp_comm_overlap and overlap_moe_expert_parallel_comm off, no CUDA graphs) with only
+    `recompute_modules` changed; 20 steps on mock data, a learned router (moe_router_force_load_balancing false).
+    Step time and TFLOP/s are the means over iterations 11-20; the peak allocated memory is reported after
+    iteration 2. Reported, not fitted: the model predicts these steps at about half their measured time, and what the
+    rest is (one micro batch per step, so every per-step cost counts whole; no CUDA graphs; a small model's many
+    short kernels) has no term; fitting six of them would pull the MoE host time every MoE run shares."""
+    label = "[" + ", ".join(modules) + "]"
+    row = _megatron(f"MB Moonlight-16B 8xH100 TP2 EP8 recompute {label}", MB_RECOMPUTE, 8,
+                    {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
+                    checkpointing="selective" if modules else "none", recompute_modules=modules,
+                    tps=4 * 4096 / 8 / (step_ms / 1000), tflops=tflops, memory_gib=mb_logged_gib(memory_gb),
+                    reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,
+                    precision_aware=True,
+                    notes=f"recompute {label}: {step_ms} ms/step, {tflops} TFLOP/s/GPU, {memory_gb} GB peak allocated")
+    return replace(row, async_tp=False, ep_overlap=False, role="reported")
 
 
 _L8B, _L70B, _L405B = "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B"
@@ -327,18 +350,10 @@ ROWS: tuple[CalibrationRow, ...] = (
               {"ep": 8, "local_batch_size": 4, "activation_checkpointing": True, "dispatcher": "deepep"},
               4096, 256, checkpointing="full", tflops=210,
               notes="card best_configs: ~210 TFLOP/s/GPU, MBS 4 GBS 256, DeepEP, full recompute"),
-    _megatron("MB Moonlight-16B 8xH100 TP2 EP8", MB_RECOMPUTE, 8,
-              {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
-              tps=4 * 4096 / 8 / 0.45718, tflops=77.5, memory_gib=mb_logged_gib(36.618),
-              reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,
-              precision_aware=True,
-              notes="Bridge 600d069b moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100): "
-                    "grad_reduce_in_fp32 false, precision-aware optimizer with bf16 exp_avg/exp_avg_sq beside fp32 "
-                    "main params, TE fused cross entropy; "
-                    "recompute [] control: 457.18 ms/step, 36.618 GB peak allocated; MBS 1 GBS 4 (DP4). The recipe "
-                    "sets moe_router_force_load_balancing false: a learned router (aux loss 1e-3) on mock data, "
-                    "peak after iteration 2, so the most loaded EP rank's extra tokens (not modelled: the model "
-                    "assumes balanced routing) add to its peak and step time"),
+    *(_moonlight_h100(modules, step_ms, tflops, memory_gb) for modules, step_ms, tflops, memory_gb in (
+        ((), 457.18, 77.50, 36.618), (("core_attn",), 474.80, 74.44, 36.614),
+        (("mla_up_proj",), 480.89, 73.72, 35.902), (("mla_up_proj", "mlp"), 496.73, 71.50, 35.917),
+        (("moe_act",), 466.26, 75.50, 35.941), (("layernorm", "moe_act"), 506.53, 70.27, 35.949))),
 )
 
 
@@ -509,7 +524,7 @@ def _megatron_summary() -> tuple[CalibrationRow, ...]:
         return tuple(_mb_row(r) for r in csv.DictReader(f))
 
 
-def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, ...], tflops: float,
+def _llama3_70b_sft_h100(name: str, layout: dict[str, Any], modules: tuple[str, ...], tflops: float | None,
                          memory_gb: float, notes: str) -> CalibrationRow:
     """One run of Megatron-Bridge's Llama-3 70B SFT study on 32 H100 (PR #3107, 2026-04): its performance preset
     LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1 (FP8 current scaling, TE CUDA graphs over the MLP, MBS 1, GBS 32, 4096-token
@@ -548,6 +563,9 @@ LLAMA3_70B_SFT_ROWS: tuple[CalibrationRow, ...] = (
                          "More PP: DP 2 -> 1, 32 micro batches per step"),
     _llama3_70b_sft_h100("TP8 PP4 VP5 core_attn", {"tp": 8, "local_batch_size": 32}, ("core_attn",), 508.7, 50.2,
                          "More TP: TP8 within the node, DP 1 ('TP=8 is catastrophic (-28%)')"),
+    _llama3_70b_sft_h100("TP4 PP4 VP10 core_attn", {"vpp": 10, "local_batch_size": 16}, ("core_attn",), None, 60.2,
+                         "VPP 5 -> 10, with expandable segments: 'slightly more peak memory (60.2 GB vs 58.8 GB)' "
+                         "(the memory-tuning skill's note on VPP); no throughput given"),
 )
 
 

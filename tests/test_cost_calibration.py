@@ -154,14 +154,29 @@ def test_torchtitan_memory_rows_within_10_percent(results):
 
 
 def test_every_row_that_measured_memory_is_within_10_percent_but_moonlights(results):
-    """The memory target over every measured row, held: only Moonlight's run is outside, predicted low (its learned
-    router's most loaded EP rank is not priced). The FP8 Llama-3 70B TP8 run, whose peak is the optimizer step's,
-    comes within it through the bf16 copies Transformer Engine casts FP8 weights from (memory.step_grad_copy)."""
+    """The memory target over every measured row, held: only Moonlight's six runs (one job, recompute modules
+    changed one set at a time) are outside, each predicted low by about the same GiB (memory.MEGATRON_ACTIVATION_SHARE
+    says what that is not). The FP8 Llama-3 70B TP8 run, whose peak is the optimizer step's, comes within it through
+    the bf16 copies Transformer Engine casts FP8 weights from (memory.step_grad_copy)."""
     rows = [r for r in results if r.row.memory_gib]
-    assert len(rows) >= 27
-    bad = sorted(r.row.name for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET)
-    assert bad == ["MB Moonlight-16B 8xH100 TP2 EP8"]
-    assert all(r.memory_error < 0 for r in rows if r.row.name in bad)
+    assert len(rows) >= 32
+    bad = [r for r in rows if abs(r.memory_error or 0.0) > calibration.MEMORY_TARGET]
+    assert sorted(r.row.name for r in bad) == sorted(r.row.name for r in rows if "Moonlight" in r.row.name)
+    assert len(bad) == 6 and all(r.memory_error < 0 for r in bad)
+    gaps = [r.row.memory_gib - r.memory_gib for r in bad]  # GiB the estimate misses
+    assert max(gaps) - min(gaps) < 0.5
+
+
+def test_moonlights_expert_recompute_frees_what_balanced_routing_keeps(results):
+    """What `moe_act` recompute frees, measured against the study's own control (0.63 GiB), is what the model frees
+    with balanced routing within 0.15 GiB: a hot EP rank holding more tokens would free more. So the gap above is
+    not the learned router's activations. (`mla_up_proj` frees 0.67 GiB measured, 0.99 modelled; the `mlp` and
+    `layernorm` labels added to them free nothing measured.)"""
+    moon = {r.row.recompute_modules: r for r in results if "Moonlight" in r.row.name}
+    control, moe_act = moon[()], moon[("moe_act",)]
+    measured = control.row.memory_gib - moe_act.row.memory_gib
+    modelled = control.memory_gib - moe_act.memory_gib
+    assert measured > 0.5 and abs(measured - modelled) < 0.15
 
 
 def test_the_fp8_study_runs_that_peak_at_the_step_are_priced_there(results):
