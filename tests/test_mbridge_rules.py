@@ -74,6 +74,7 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
      mb(64, S(pipeline_layout="Et*3|(tt|)*29m|L", mtp_num_layers=1), pp=8, vpp=4), {"model": DSV3}),
     ("mb-pp-divides-layers", mb(16, S(account_for_embedding=True, account_for_loss=True), pp=4), mb(16, pp=4), Q),
     ("mb-cp-seq-divisible", mb(48, cp=3), mb(16, cp=4), {}),
+    ("mb-seq-length-match", mb(16, S(dataset_seq_length=8192)), mb(16, S(dataset_seq_length=4096)), {}),
     ("mb-cp-comm-type", mb(16, S(cp_comm_type="ring"), cp=4), mb(16, S(cp_comm_type="a2a"), cp=4), {}),
     ("mb-hcp-sizes-missing", mb(16, S(cp_comm_type="a2a+p2p"), cp=4),
      mb(16, S(cp_comm_type="a2a+p2p", hierarchical_cp_sizes=(2, 2)), cp=4), {}),

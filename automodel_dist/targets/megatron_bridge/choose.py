@@ -262,7 +262,7 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
         s = s.with_(comm_overlap_target=comm_overlap_class())
         why["comm_overlap_target"] = (f"{recipe.function} leaves comm_overlap None: the overrides build the "
                                       "CommOverlapConfig they set")
-    why["seq_length"] = "the intent's sequence length"
+    why["seq_length"] = why["dataset_seq_length"] = "the intent's sequence length"
     if problem.training.task in ("sft", "peft"):
         s, finetune_why = finetune(problem, layout, s)
         why.update(finetune_why)

@@ -81,6 +81,8 @@ class MegatronSettings:
     te_rng_tracker: bool = False
     mtp_num_layers: int | None = None
     seq_length: int = 4096
+    # the dataset's sequence length, which Megatron-Bridge asserts is the model's (None: the model's, as written)
+    dataset_seq_length: int | None = None
     comm_overlap: bool = False  # the set writes comm_overlap keys (ConfigContainer's default section is None)
     # the class the set builds the section from (`comm_overlap._target_`) for a recipe that leaves it None
     comm_overlap_target: str | None = None
@@ -171,7 +173,7 @@ KEYS: tuple[Key, ...] = (
     _k("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag", "reuse_grad_buf_for_mxfp8_param_ag"),
     _k("optimizer.use_precision_aware_optimizer", "precision_aware_optimizer"),
     _k("model.seq_length", "seq_length"),
-    _k("dataset.seq_length", "seq_length"),
+    _k("dataset.seq_length", "dataset_seq_length"),
     _l("train.micro_batch_size", "micro_batch_size"),
     _l("train.global_batch_size", "global_batch_size"),
     _k("model.mtp_num_layers", "mtp_num_layers"),

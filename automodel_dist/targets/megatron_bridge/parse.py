@@ -22,14 +22,15 @@ from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, KEY
 from automodel_dist.yamlio import Document, to_plain
 
 INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size", "global_batch_size",
-                        "recompute_num_layers", "mtp_num_layers", "seq_length", "packed_sequence_size",
+                        "recompute_num_layers", "mtp_num_layers", "seq_length", "dataset_seq_length",
+                        "packed_sequence_size",
                         "pad_seq_to_mult", "peft_dim", "peft_alpha"})
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
                       "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target", "grad_reduce_in_fp32",
                       "fp8", "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
-                      "precision_aware_optimizer"})
+                      "precision_aware_optimizer", "dataset_seq_length"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
@@ -40,7 +41,8 @@ LIST_FIELDS = frozenset({"hierarchical_cp_sizes", "recompute_modules", "cuda_gra
 # The one place's limits for the sizes an override set carries (automodel_dist/limits.py).
 SIZE_LIMITS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp"), limits.WORLD_SIZE),
                **dict.fromkeys(("micro_batch_size", "global_batch_size"), limits.BATCH),
-               **dict.fromkeys(("seq_length", "packed_sequence_size", "pad_seq_to_mult"), limits.SEQ_LENGTH),
+               **dict.fromkeys(("seq_length", "dataset_seq_length", "packed_sequence_size", "pad_seq_to_mult"),
+                               limits.SEQ_LENGTH),
                **dict.fromkeys(("peft_dim", "peft_alpha"), limits.WIDTH),
                **dict.fromkeys(("recompute_num_layers", "mtp_num_layers"), limits.LAYERS)}
 _HYDRA = re.compile(r"^(?P<prefix>\+{0,2})(?P<key>[A-Za-z_][A-Za-z0-9_.]*)=(?P<value>.*)$")
@@ -234,6 +236,8 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
     for name in ("vpp", "etp"):
         if layout_values.get(name, 0) is None:
             layout_values[name] = 1
+    if settings_values.get("dataset_seq_length") == settings_values.get("seq_length", MegatronSettings.seq_length):
+        settings_values.pop("dataset_seq_length")  # None: the model's
     settings_values["comm_overlap"] = any(path.startswith("comm_overlap.") for path in flat)
     if "mixed_precision" not in flat and any(path.startswith("mixed_precision.") for path in flat):
         settings_values["precision"] = None  # the recipe's MixedPrecisionConfig object, its fields as read

@@ -75,6 +75,8 @@ PIPELINE_LAYOUT = _rule("mb-pipeline-layout", ERROR, "pipeline_layout",
                         needs=("model",))
 # -- context parallelism ---------------------------------------------------------------------------------------
 CP_SEQ = _rule("mb-cp-seq-divisible", ERROR, "cp", "with CP the sequence length must be divisible by 2·CP")
+SEQ_MATCH = _rule("mb-seq-length-match", ERROR, "dataset_seq_length",
+                  "the dataset's sequence length must be the model's (ConfigContainer.validate asserts it)")
 CP_COMM_TYPE = _rule("mb-cp-comm-type", ERROR, "cp_comm_type", "cp_comm_type is p2p, all_gather, a2a or a2a+p2p")
 HCP_MISSING = _rule("mb-hcp-sizes-missing", ERROR, "hierarchical_cp_sizes",
                     "cp_comm_type a2a+p2p needs hierarchical_context_parallel_sizes")
@@ -346,6 +348,18 @@ def _pipeline_layout(c: Context) -> list[Finding]:
         problems.append("Number of mtp layers in layout must match mtp_num_layers")
     hint = "e.g. DeepSeek-V3 PP8 VPP4: Et*3|(tt|)*29m|L"
     return [PIPELINE_LAYOUT.finding(problems[0], hint=hint)] if problems else []
+
+
+@check
+def _sequence_length(c: Context) -> list[Finding]:
+    s = c.s
+    if s.dataset_seq_length is None or s.dataset_seq_length == s.seq_length:
+        return []
+    return [SEQ_MATCH.finding(
+        "Please ensure sequence length configuration in model config and dataset config match.\n"
+        f"Sequence length in model config: {s.seq_length}, Sequence length in dataset config: {s.dataset_seq_length}",
+        hint="set model.seq_length and dataset.seq_length to the same length (a recipe sets both: an override of "
+             "one keeps the recipe's other)")]
 
 
 @check
