@@ -242,6 +242,8 @@ def test_hydra_warnings_fire_and_neighbours_pass(rule: str, items: list[str], re
     ("empty.txt", "# recipe: qwen3_30b_a3b_pretrain_config\n", "", "overrides is empty"),
     ("no-value.txt", "model.tensor_model_parallel_size=\n", ":1:1:", "expected a positive integer, got ''"),
     ("wrong-type.yaml", "model:\n  tensor_model_parallel_size: two\n", ":2:3:", "expected a positive integer"),
+    ("null-seq.yaml", "model:\n  seq_length: 4096\ndataset:\n  seq_length: null\n", ":4:3:",
+     "dataset.seq_length cannot be null"),
     ("list.yaml", "- model.tensor_model_parallel_size=2\n", ":1:1:", "must be a YAML mapping"),
     ("dotted.yaml", "train:\n  micro_batch_size: 1\nmodel.tensor_model_parallel_size: 2\n", ":3:1:",
      "nest it: model: {tensor_model_parallel_size: ...}"),

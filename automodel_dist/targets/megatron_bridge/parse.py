@@ -30,7 +30,7 @@ NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_b
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
                       "pretrained_checkpoint", "peft_dim", "peft_alpha", "comm_overlap_target", "grad_reduce_in_fp32",
                       "fp8", "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
-                      "precision_aware_optimizer", "dataset_seq_length"})
+                      "precision_aware_optimizer"})
 BOOL_FIELDS = frozenset({"sequence_parallel", "shared_expert_overlap", "ep_overlap", "delay_wgrad",
                          "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
                          "gradient_accumulation_fusion", "check_for_nan_in_loss", "te_rng_tracker",
