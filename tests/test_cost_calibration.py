@@ -100,12 +100,28 @@ def test_cross_validated_errors_are_stored_for_every_measured_row():
 def test_throughput_errors_meet_the_targets(summary):
     """Issue targets: 15% cross-validated over all rows and over AutoModel rows, held-out AutoModel rows within
     15%. The Megatron-Bridge rows are evaluated with the recipe conditions their presets state (recompute
-    modules, EP overlap, dispatcher, CUDA graphs, bf16 gradient reduction); the fit reached 8.0% in-sample and
-    14.3% cross-validated once MoE host time and CUDA graphs were modelled (cost/host.py)."""
+    modules, EP overlap, dispatcher, CUDA graphs, bf16 gradient reduction); the fit reaches 7.9% in-sample and
+    14.8% cross-validated over every row (14.5% over the fitted ones) with MoE host time and CUDA graphs modelled
+    (cost/host.py)."""
     assert summary.median_in_sample <= 0.09
     assert summary.median_cv_automodel <= calibration.THROUGHPUT_TARGET
     assert summary.median_held_out <= calibration.THROUGHPUT_TARGET
-    assert summary.median_cv <= calibration.THROUGHPUT_TARGET
+    assert summary.median_cv_every_row <= calibration.THROUGHPUT_TARGET
+    assert summary.median_cv <= summary.median_cv_every_row  # the reported rows only add error
+
+
+def test_reported_rows_are_evaluated_and_paired_but_never_fitted(results, summary):
+    """Moonlight's six runs (costs the model does not price): out of the fit and out of the error bands explain
+    quotes, in the cross-validated figure the target takes and in the pairwise ordering."""
+    reported = {r.name for r in calibration.EVALUATED if r.role == "reported"}
+    assert len(reported) == summary.reported_rows == 6
+    assert not reported & {r.name for r in calibration.fit_rows()}
+    assert reported <= set(calibration.cv_errors_from_file())
+    assert any(a.row.name in reported for pair in calibration.pairs(results) for a in pair)
+    bands = json.loads(profiles.PARAMETERS_FILE.read_text())["cv_bands"]
+    deepseek_hopper = sum(1 for r in calibration.EVALUATED if r.framework == "megatron" and r.family == "deepseek"
+                          and r.gpu.startswith("h100") and r.role != "reported" and calibration.measured(r))
+    assert bands.get("megatron/deepseek/hopper", {"rows": 0})["rows"] == deepseek_hopper
 
 
 def test_pairwise_ordering_of_measured_layouts(results, summary):
