@@ -324,7 +324,7 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
 #   near-constant ~5.5 GiB. What its recompute sets free matches the model (moe_act 0.63 GiB measured, 0.71
 #   modelled; mla_up_proj 0.67 and 0.99), so the expert activations a learned router's hot EP rank would inflate
 #   are as modelled: the gap is in what none of those sets touches, and has no term yet.
-# - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the six peaks of
+# - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the seven peaks of
 #   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +5% at 0.5 (three of
 #   them peak at the optimizer step: `step_grad_copy`). Part of the gap to BF16 is Transformer Engine keeping FP8
 #   GEMM inputs quantized (one byte: ~13% of a Llama layer, more of an expert path); the rest has no term yet.
