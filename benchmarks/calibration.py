@@ -425,26 +425,23 @@ def _median(values: Sequence[float]) -> float:
 
 
 def summarize(results: Sequence[RowResult], cv: dict[str, float] | None = None) -> Summary:
-    cv = cv or {}
-    fitted = [r for r in results if r.row.role == "fit" and r.throughput_error is not None]
-    held = [r for r in results if r.row.role == "held-out" and r.throughput_error is not None]
-    reported = [r for r in results if r.row.role == "reported" and r.throughput_error is not None]
+    errors = {role: [abs(r.throughput_error) for r in results if r.row.role == role and r.throughput_error is not None]
+              for role in ("fit", "held-out", "reported")}
     by_name = {r.row.name: r.row for r in results}
-    cv_fit = {name: e for name, e in cv.items() if name in by_name and by_name[name].role == "fit"}
+    cv = {name: abs(e) for name, e in (cv or {}).items() if name in by_name}
     titan = [r for r in results if r.row.source.startswith("pytorch/torchtitan") and r.row.memory_gib
              and r.row.memory_role == "fit"]
     mem_errors = [abs(r.memory_error or 0.0) for r in titan]
     with_memory = [r for r in results if r.row.memory_gib and r.memory_error is not None]
     all_pairs = pairs(results)
     return Summary(
-        median_in_sample=_median([abs(r.throughput_error) for r in fitted]),
-        median_cv=_median([abs(e) for e in cv_fit.values()]),
-        median_cv_every_row=_median([abs(e) for name, e in cv.items() if name in by_name]),
-        median_reported=_median([abs(r.throughput_error) for r in reported]),
-        reported_rows=len(reported),
-        median_cv_automodel=_median([abs(e) for name, e in cv.items()
-                                     if name in by_name and by_name[name].framework == "automodel"]),
-        median_held_out=_median([abs(r.throughput_error) for r in held]),
+        median_in_sample=_median(errors["fit"]),
+        median_cv=_median([e for name, e in cv.items() if by_name[name].role == "fit"]),
+        median_cv_every_row=_median(list(cv.values())),
+        median_reported=_median(errors["reported"]),
+        reported_rows=len(errors["reported"]),
+        median_cv_automodel=_median([e for name, e in cv.items() if by_name[name].framework == "automodel"]),
+        median_held_out=_median(errors["held-out"]),
         pairwise_correct=sum(ordered(a, b) for a, b in all_pairs),
         pairwise_total=len(all_pairs),
         memory_within=sum(e <= MEMORY_TARGET for e in mem_errors),
