@@ -61,13 +61,6 @@ def mb_logged_gib(gb: float) -> float:
     return gb * 1e9 / 2**30
 
 
-# Moonlight-16B-A3B (moonshotai/Moonlight-16B-A3B config.json): DeepSeek-V3's architecture, smaller.
-MOONLIGHT = {"preset": "deepseek-v3", "num_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
-             "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512, "intermediate_size": 11264,
-             "moe_intermediate_size": 1408, "num_routed_experts": 64, "num_shared_experts": 2,
-             "experts_per_token": 6, "shared_expert_intermediate_size": 1408, "first_dense_layers": 1,
-             "vocab_size": 163840}
-
 # Megatron-Bridge's performance recipes fuse the cross entropy with TE's kernel (`cross_entropy_fusion_impl: te`),
 # which writes the logits' gradient in place of the bf16 logits: 2 bytes per logit alive at the loss.
 MB_PERF_LOGIT_BYTES = TE_LOSS_LOGIT_BYTES
@@ -201,7 +194,8 @@ def _moonlight_h100(modules: tuple[str, ...], step_ms: float, tflops: float, mem
     short kernels) has no term; fitting six of them would pull the MoE host time every MoE run shares."""
     label = "[" + ", ".join(modules) + "]"
     row = _megatron(f"MB Moonlight-16B 8xH100 TP2 EP8 recompute {label}", MB_RECOMPUTE, 8,
-                    {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4, model=MOONLIGHT,
+                    {"tp": 2, "ep": 8, "local_batch_size": 1, "sequence_parallel": True}, 4096, 4,
+                    model="moonshotai/Moonlight-16B-A3B",
                     checkpointing="selective" if modules else "none", recompute_modules=modules,
                     tps=4 * 4096 / 8 / (step_ms / 1000), tflops=tflops, memory_gib=mb_logged_gib(memory_gb),
                     reduce_dtype="bfloat16", moment_dtype="bfloat16", logit_bytes=MB_PERF_LOGIT_BYTES,

@@ -85,6 +85,9 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
         "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                          "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     },
+    # Moonlight-16B-A3B: the recipes load it by this id (`AutoBridge.from_hf_pretrained`); the catalog fixture
+    "moonshotai/Moonlight-16B-A3B": json.loads(
+        (ROOT / "tests" / "fixtures" / "hf_configs" / "moonlight-16b-a3b" / "config.json").read_text()),
 }
 # The other recipes' models, by a fragment of the Hugging Face id the recipe loads: (config class, architecture).
 # Their field lists (`fields` requests) need only the classes the recipe builds, which the architecture selects

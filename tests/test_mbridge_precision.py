@@ -1,5 +1,5 @@
 """Mixed precision an override set leaves out runs at the recipe's own (data/megatron_bridge/config_fields.json): a
-recipe function that holds a MixedPrecisionConfig object (21 of 46) is judged at its fields, one that names a
+recipe function that holds a MixedPrecisionConfig object (24 of 49) is judged at its fields, one that names a
 precision recipe at that recipe's; the cost model reads the FP8 recipe and the gradient-buffer dtype from them, and
 `validate --gpu` judges the memory fit on them. Megatron-Bridge's own resolution of the same sets is checked in
 tests/test_mbridge_fields_oracle.py."""
@@ -59,7 +59,7 @@ def test_recipes_object_or_name_is_recorded() -> None:
     fields = config_fields()
     objects = [r for r, v in fields.values.items() if "mixed_precision.grad_reduce_in_fp32" in v]
     named = [r for r, v in fields.values.items() if isinstance(v.get("mixed_precision"), str)]
-    assert len(objects) == 21 and len(named) == 25 and not set(objects) & set(named)
+    assert len(objects) == 24 and len(named) == 25 and not set(objects) & set(named)
     assert precision_recipe("bf16-mixed") == {"fp8": None, "fp8_recipe": "tensorwise", "grad_reduce_in_fp32": True,
                                               "fp8_param_gather": False, "reuse_grad_buf_for_mxfp8_param_ag": False}
     assert precision_recipe("no_such_recipe") is None

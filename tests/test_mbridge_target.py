@@ -123,6 +123,26 @@ def test_deepseek_layout_string_matches_the_card() -> None:
     assert len(stages) == 16 and "".join(stages).count("t") == 61 and stages[-2] == "m"
 
 
+def test_multi_token_prediction_follows_the_recipes_provider(tmp_path: Path) -> None:
+    """The bridges read the MTP depth from the checkpoint's config: DeepSeek-V3's recipe trains one MTP layer, so the
+    set writes it (and its layout string places it); Moonlight is a DeepSeek-V3 architecture without one, so its set
+    writes none and its estimate counts none."""
+    dsv3 = compile_megatron(EXAMPLES / "deepseek-v3-256xgb200.yaml")
+    assert dsv3.override.settings.mtp_num_layers == 1
+    assert "mtp_num_layers: 1" in dsv3.yaml
+    intent = tmp_path / "moonlight.yaml"
+    intent.write_text("model: moonshotai/Moonlight-16B-A3B\nhardware:\n  gpu: h100-80gb\n  nodes: 2\n"
+                      "training:\n  task: pretrain\n  seq_length: 4096\n  global_batch_size: 512\n")
+    moonlight = compile_megatron(intent)
+    assert moonlight.recipe_function == "moonlight_16b_pretrain_config"
+    assert moonlight.override.settings.mtp_num_layers is None and "mtp_num_layers" not in moonlight.yaml
+    assert moonlight.cost_options().mtp_layers == 0 and dsv3.cost_options().mtp_layers == 1
+    problem = moonlight.problem
+    report = validate_overrides(moonlight.yaml, recipe=moonlight.recipe_function, world_size=16,
+                                gpus_per_node=8, gpu=problem.cluster.gpu.name)
+    assert report.ok, report.errors
+
+
 def test_hcp_sizes_keep_the_a2a_group_in_the_domain() -> None:
     assert hcp_sizes(16, 1, 8) == (8, 2)
     assert hcp_sizes(16, 2, 8) == (4, 4)

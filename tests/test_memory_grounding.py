@@ -27,7 +27,7 @@ SFT = TrainingSpec()
 # Parameter bytes per MoE layer that AutoModel allocates beyond the model's count (negative: fewer).
 # DeepSeek's e_score_correction_bias (one per routed expert) is an fp32 buffer in AutoModel's Gate, replicated on
 # every rank, not a parameter; the model counts it as a bf16 router parameter (a few KiB per rank either way).
-KNOWN_GAPS = {"deepseek-v3": -256 * 2, "kimi-k2": -384 * 2}
+KNOWN_GAPS = {"deepseek-v3": -256 * 2, "kimi-k2": -384 * 2, "moonlight-16b-a3b": -64 * 2}
 LAYOUTS = {  # name -> (world size, distributed section, ep for MoE models on AutoModel's classes)
     "fsdp8": (8, {"strategy": "fsdp2"}, 8),
     "pp2-fsdp4": (8, {"strategy": "fsdp2", "pp_size": 2, "pipeline": {}}, 4),

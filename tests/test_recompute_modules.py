@@ -4,9 +4,7 @@ Megatron target's narrowest-first pick; AutoModel's op-level selective unchanged
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +23,6 @@ from automodel_dist.targets.megatron_bridge.choose import recompute_candidates
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 from automodel_dist.targets.megatron_bridge.plan import estimate_megatron_run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from calibration_data import MOONLIGHT
 
 GIB = 2**30
 DSV3, Q30, L8B, OSS = "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B", "openai/gpt-oss-120b"
@@ -124,7 +119,7 @@ def test_moonlight_module_figures_are_of_the_measured_size() -> None:
     """Moonlight 8xH100 TP2 EP8 (megatron-bridge.md §10): moe_act -1.85% memory (+1.99% time), mla_up_proj
     -1.96%, core_attn -0.01% (+3.85%). The model gives each within a factor of two of the measured saving, and
     core_attn time without memory."""
-    p = Problem(resolve_model(MOONLIGHT), ClusterSpec(get_gpu("h100"), 1, 8),
+    p = Problem(resolve_model("moonshotai/Moonlight-16B-A3B"), ClusterSpec(get_gpu("h100"), 1, 8),
                 TrainingSpec(task="pretrain", seq_length=4096, global_batch_size=4))
     lay = megatron_layout(8, tp=2, ep=8, sequence_parallel=True, activation_checkpointing="selective",
                           global_batch_size=4, dispatcher="deepep")

@@ -38,14 +38,6 @@ from automodel_dist.targets.megatron_bridge.fields import (
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
-# Megatron-Bridge's model providers: DeepSeek-V3 trains with one multi-token-prediction layer
-# (megatron-bridge-oracle.md §5: MLAModelProvider, mtp_num_layers 1).
-MTP_LAYERS = {"deepseek_v3": 1}
-
-
-def mtp_layers(model: ModelSpec) -> int | None:
-    return MTP_LAYERS.get(model.family)
-
 
 def comm_overlap_class() -> str:
     """What a `comm_overlap._target_` names: Megatron-Bridge's CommOverlapConfig (its path, from the fields data)."""
@@ -201,9 +193,10 @@ PRECISION_AWARE_WHY = ("BF16 with Adam: fp32 main weights kept as the 16 bits bf
 def precision(problem: Problem) -> tuple[dict[str, object], dict[str, str]]:
     """The mixed-precision settings written, and why (one answer for the written set and the recompute ladder that
     prices it). FP8 names the generation's recipe. BF16 keeps a recipe function's own bf16 MixedPrecisionConfig
-    that reduces gradients in bf16 (5 of 46: DeepSeek-V3, Qwen3-30B-A3B and Qwen3-8B pretrain, Llama-3.1-405B
-    sft/peft), naming its gradient dtype: `bf16_mixed` would replace the object and reset the gradient buffer to
-    fp32 (2 more bytes per local weight); elsewhere it names `bf16_mixed`; both with the precision-aware optimizer."""
+    that reduces gradients in bf16 (7 of 49: DeepSeek-V3, Qwen3-30B-A3B and Qwen3-8B pretrain, Llama-3.1-405B
+    sft/peft, Moonlight pretrain/sft), naming its gradient dtype: `bf16_mixed` would replace the object and reset
+    the gradient buffer to fp32 (2 more bytes per local weight); elsewhere it names `bf16_mixed`; both with the
+    precision-aware optimizer."""
     major = capability_major(problem.cluster.gpu.compute_capability)
     if problem.training.precision == "fp8" and problem.cluster.gpu.supports_fp8:
         if major >= 10:
@@ -257,7 +250,8 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
     recipe = recipe_for(model, problem.training.task)
-    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=mtp_layers(model), comm_overlap=True)
+    s = MegatronSettings(seq_length=problem.training.seq_length, mtp_num_layers=provider_mtp_layers(problem),
+                         comm_overlap=True)
     if recipe is not None and not recipe.comm_overlap:
         s = s.with_(comm_overlap_target=comm_overlap_class())
         why["comm_overlap_target"] = (f"{recipe.function} leaves comm_overlap None: the overrides build the "
@@ -388,7 +382,7 @@ MCORE_LOSS_LOGIT_BYTES = 6.0
 
 
 def loss_logit_bytes(problem: Problem) -> float:
-    """The bytes per logit the recipe function's loss keeps: TE's kernel where it fuses the loss with it (15 of 46
+    """The bytes per logit the recipe function's loss keeps: TE's kernel where it fuses the loss with it (18 of 49
     recipes, the pretraining ones mostly), else Megatron-Core's (Megatron-Bridge's provider fuses by default)."""
     fused = recipe_value(problem, "model.cross_entropy_loss_fusion") is not False
     te = fused and recipe_value(problem, "model.cross_entropy_fusion_impl") == "te"
@@ -401,6 +395,13 @@ def precision_aware_optimizer(problem: Problem, s: MegatronSettings) -> bool:
     if s.precision_aware_optimizer is not None:
         return s.precision_aware_optimizer
     return recipe_value(problem, "optimizer.use_precision_aware_optimizer") is True
+
+
+def provider_mtp_layers(problem: Problem) -> int | None:
+    """The multi-token-prediction depths the recipe function's model provider trains (None: none). The bridges
+    read them from the checkpoint's config (`num_nextn_predict_layers`): DeepSeek-V3's 1, Moonlight's 0 though
+    both are DeepSeek-V3 architectures; Qwen3-Next's pretrain recipe keeps 1, its SFT recipe none (fields data)."""
+    return int(recipe_value(problem, "model.mtp_num_layers") or 0) or None
 
 
 def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:

@@ -34,6 +34,7 @@ _ALL = ("pretrain", "sft", "peft")
 _FAMILY: dict[str, tuple[str, tuple[str, ...]]] = {
     "deepseek-v3": ("deepseek_v3", ("pretrain",)),
     "kimi-k2": ("kimi_k2", ("pretrain",)),
+    "moonlight-16b-a3b": ("moonlight_16b", _ALL),
     "gpt-oss-20b": ("gpt_oss_20b", _ALL),
     "gpt-oss-120b": ("gpt_oss_120b", _ALL),
     "llama-3.1-8b": ("llama31_8b", _ALL),
