@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from automodel_dist.cost.estimate import Estimate
+from automodel_dist.cost.profiles import MemoryRisk, parameters
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Finding, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
@@ -88,6 +89,11 @@ class CompileResult:
     def cost_options(self) -> RecipeOptions | None:
         """The recipe settings the estimates assume (None: the planner's, `cost.model.planned_options`)."""
         return None
+
+    def memory_risk(self) -> MemoryRisk | None:
+        """The winner's peak raised by the measured memory error of runs like it (`Parameters.memory_risk`)."""
+        return parameters().memory_risk(getattr(self, "framework", "automodel"), self.problem.model.is_moe,
+                                        self.estimate.memory_gib, self.problem.cluster.gpu.hbm_gib)
 
     def rank_plan(self) -> MeshPlan:
         """The winner's rank groups, as the stack lays them out (the rank map)."""

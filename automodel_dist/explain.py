@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
 from automodel_dist.compiler import CompileResult, Source, compile_intent, layout_json
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.profiles import ErrorBand, MemoryBand, parameters
+from automodel_dist.cost.profiles import ErrorBand, MemoryBand, memory_risk, parameters
 from automodel_dist.cost.throughput import generation
 from automodel_dist.errors import InputError
 from automodel_dist.infeasible import largest_parts
@@ -60,20 +59,18 @@ def memory_band(result: CompileResult) -> tuple[MemoryBand | None, MemoryBand | 
 
 def _memory_band_text(result: CompileResult) -> str:
     band, thin = memory_band(result)
-    if band is None:
+    risk = memory_risk(band, thin, result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib)
+    if band is None or risk is None:
         return "memory error: unknown (no measured peaks of rows like this one)"
     text = (f"memory error: peaks measured on rows like this one ({band.group}, {band.rows} runs) were "
             f"{band.low:+.0%} to {band.high:+.0%} off their estimates (measured over estimated; median |error| "
             f"{band.median_abs_error:.0%})")
     if thin is not None:
         text += f"; the {thin.rows} of them most like it ({thin.group}): {thin.low:+.0%} to {thin.high:+.0%}"
-    high = max(band.high, thin.high if thin else band.high)
-    peak, hbm = result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib
-    text += f"; at {high:+.0%} the winner's peak would be {peak * (1 + high):.1f} of {hbm:.1f} GiB"
-    if peak * (1 + high) <= hbm:
+    text += f"; at {risk.high:+.0%} the winner's peak would be {risk.raised_gib:.1f} of {risk.hbm_gib:.1f} GiB"
+    if not risk.over:
         return text
-    # the headroom under which every planned peak, raised by `high`, stays within the GPU's memory
-    return text + f": over; memory_headroom: {math.ceil(100 * high / (1 + high)) / 100:.2f} in the intent plans for it"
+    return text + f": over; memory_headroom: {risk.headroom:.2f} in the intent plans for it"
 
 
 def _memory_band_json(band: MemoryBand | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ one resting on fewer than five rows stays at its prior (a physical estimate name
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -111,6 +112,41 @@ class MemoryBand:
     group: str
 
 
+@dataclass(frozen=True)
+class MemoryRisk:
+    """What the measured memory error of rows like an estimate says of its peak: raised by the largest error
+    (`high`, measured over estimated) it is `raised_gib` of the GPU's `hbm_gib`; `headroom` is the intent's
+    memory_headroom under which every planned peak, so raised, stays within the GPU's memory."""
+
+    high: float
+    raised_gib: float
+    hbm_gib: float
+
+    @property
+    def over(self) -> bool:
+        return self.raised_gib > self.hbm_gib
+
+    @property
+    def headroom(self) -> float:
+        return math.ceil(100 * self.high / (1 + self.high)) / 100
+
+    def warning(self) -> str:
+        """One line for a compiled file's header and the compile command's stderr."""
+        return (f"measured peaks of runs like this one were up to {self.high:+.0%} over their estimates: this "
+                f"peak would then be {self.raised_gib:.1f} of {self.hbm_gib:.1f} GiB; memory_headroom: "
+                f"{self.headroom:.2f} in the intent plans for it")
+
+
+def memory_risk(band: MemoryBand | None, thin: MemoryBand | None, peak_gib: float,
+                hbm_gib: float) -> MemoryRisk | None:
+    """A peak raised by the largest measured error of its memory band and of the thinner group more like it
+    (`Parameters.memory_band`); None without measured rows like it."""
+    if band is None:
+        return None
+    high = max(band.high, thin.high if thin else band.high)
+    return MemoryRisk(high, peak_gib * (1 + high), hbm_gib)
+
+
 # A stack whose memory estimates come from another's measured rows: AutoModel's peaks follow the same FSDP2 and
 # activation accounting as torchtitan's (cost/memory.py's constants were fitted to torchtitan's rows), and no
 # AutoModel source publishes its peaks.
@@ -170,6 +206,10 @@ class Parameters:
                 return band, thin
             thin = thin or band
         return None, thin
+
+    def memory_risk(self, framework: str, moe: bool, peak_gib: float, hbm_gib: float) -> MemoryRisk | None:
+        """`memory_risk` of a peak under the memory band of rows like it (`memory_band`)."""
+        return memory_risk(*self.memory_band(framework, moe), peak_gib, hbm_gib)
 
     def profile(self, framework: str) -> FrameworkProfile:
         try:

@@ -27,6 +27,7 @@ from automodel_dist.compiler import (
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.profiles import parameters
 from automodel_dist.errors import InputError
 from automodel_dist.findings import ERROR, Finding, Report, locate_all
 from automodel_dist.intent import Intent, load_intent, resolve_intent
@@ -76,6 +77,7 @@ from automodel_dist.validate import header_recipe, memory_fit_finding, read_sbat
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
+FRAMEWORK = "megatron"  # the cost profile this target's plans are estimated with
 RUNNER = "scripts/training/run_recipe.py"  # Megatron-Bridge's recipe runner, relative to its checkout
 
 
@@ -88,7 +90,7 @@ class MegatronCompileResult(CompileResult):
     recipe_function: str = ""
     env: tuple[tuple[str, str, str], ...] = ()
     why: dict[str, str] = field(default_factory=dict)
-    framework: str = "megatron"  # the cost profile the plan was estimated with (explain's error band)
+    framework: str = FRAMEWORK  # the cost profile the plan was estimated with (explain's error band)
 
     target: ClassVar[str] = MEGATRON_BRIDGE
     stack: ClassVar[str] = "Megatron Core"
@@ -156,6 +158,7 @@ def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
             env: Iterable[tuple[str, str, str]]) -> str:
     lay = override.layout
+    risk = parameters().memory_risk(FRAMEWORK, problem.model.is_moe, estimate.memory_gib, problem.cluster.gpu.hbm_gib)
     lines = [
         *_identity(problem, recipe, "compile --target megatron-bridge"),
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
@@ -163,6 +166,7 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
         f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU as its log counts them, {estimate.tokens_per_s_per_gpu:,.0f} "
         "tokens/s/GPU (Megatron cost profile)",
+        *([f"# warning: {risk.warning()}"] if risk is not None and risk.over else []),
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
         *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
