@@ -229,13 +229,23 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "deepseek-v3-256xgb200",
             "llama-3.1-70b-32xh100"]
 
 
+# Beyond the examples and the card: Moonlight (a DeepSeek-V3 architecture without MTP) and Qwen3-Next pinned to an
+# even pipeline split (its recipe's MTP layer on the last stage, no layout string)
+MORE_INTENTS = [
+    {"model": "moonshotai/Moonlight-16B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 1},
+     "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 512}},
+    {"model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "hardware": {"gpu": "h100-80gb", "nodes": 4},
+     "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 1024}, "parallelism": {"pp": 4}},
+]
+
+
 def test_compiled_override_sets_pass_megatron(oracle: Oracle) -> None:
-    """The examples' override sets and the hardware-config card's (benchmarks/mbridge_tuned.py: expert tensor
+    """The examples' override sets, the hardware-config card's (benchmarks/mbridge_tuned.py: expert tensor
     parallelism among them; Qwen3-Next's recipe is built from Qwen3NextConfig's defaults, which are the
-    80B-A3B's: 48 layers, 512 experts, hidden 2048)."""
+    80B-A3B's: 48 layers, 512 experts, hidden 2048) and MORE_INTENTS'."""
     from mbridge_tuned import ROWS, intent
 
-    cards = [intent(row) for row in ROWS]
+    cards = [intent(row) for row in ROWS] + MORE_INTENTS
     cases = []
     for source in [EXAMPLES / f"{name}.yaml" for name in COMPILED] + cards:
         result = compile_megatron(source)

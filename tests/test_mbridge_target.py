@@ -117,6 +117,7 @@ def test_every_value_has_a_why_comment() -> None:
 def test_deepseek_layout_string_matches_the_card() -> None:
     assert pipeline_layout(61, 8, 4, 1) == "Et*3|(tt|)*29m|L"
     assert pipeline_layout(48, 4, 2, None) is None  # even split: no layout
+    assert pipeline_layout(48, 4, 2, 1) is None  # nor with MTP (Qwen3-Next): it runs on the last stage
     text = pipeline_layout(61, 4, 4, 1)
     assert text is not None
     stages = expand_layout(text)

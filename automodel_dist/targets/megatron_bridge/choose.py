@@ -138,10 +138,12 @@ def pipeline_layout(num_layers: int, pp: int, vpp: int, mtp: int | None) -> str 
     """A `pipeline_model_parallel_layout` when the layers do not split evenly over the stages.
 
     The loss gets a stage of its own, and the MTP layer one before it; the other stages share the layers,
-    the first ones one more (DeepSeek-V3 PP8 VPP4: `Et*3|(tt|)*29m|L`, megatron-bridge.md §5).
+    the first ones one more (DeepSeek-V3 PP8 VPP4: `Et*3|(tt|)*29m|L`, megatron-bridge.md §5). An even split
+    needs none, MTP or not: Megatron-Core then runs the MTP layer on the last stage, as Qwen3-Next's pretrain
+    recipe does (PP4, mtp_num_layers 1, no layout).
     """
     stages = pp * vpp
-    if pp <= 1 or (num_layers % stages == 0 and not mtp):
+    if pp <= 1 or num_layers % stages == 0:
         return None
     bodies = stages - 1 - (1 if mtp else 0)
     if bodies < 1 or num_layers < bodies:
