@@ -48,12 +48,12 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
-def _warn_memory_risk(result: CompileResult) -> None:
+def _warn_of_memory_risk(result: CompileResult) -> None:
     """Say on stderr when the measured memory error of runs like the winner could take its peak past the GPU's
     memory (the recipe's header says it too): the plan holds only within the intent's headroom."""
-    risk = result.memory_risk()
-    if risk is not None and risk.over:
-        print(printable(f"automodel-dist compile: warning: {risk.warning()}"), file=sys.stderr)
+    warning = result.memory_warning()
+    if warning is not None:
+        print(printable(f"automodel-dist compile: warning: {warning}"), file=sys.stderr)
 
 
 def _compile_megatron(args: argparse.Namespace) -> int:
@@ -66,7 +66,7 @@ def _compile_megatron(args: argparse.Namespace) -> int:
                          "yaml format", hint="add -o run/overrides.yaml and drop --format")
     out = None if args.output is None else output_path(args.output)
     result = compile_megatron(args.intent, args.overrides)
-    _warn_memory_risk(result)
+    _warn_of_memory_risk(result)
     if args.format == "json":
         text = json.dumps(result.to_json(), indent=2) + "\n"
     elif args.format == "hydra":
@@ -102,7 +102,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                          hint="add -o run/recipe.yaml")
     out = None if args.output is None else output_path(args.output)
     result = compile_intent(args.intent, args.overrides)
-    _warn_memory_risk(result)
+    _warn_of_memory_risk(result)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if out is None:
         _print(text)

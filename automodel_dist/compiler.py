@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.profiles import MemoryRisk, parameters
+from automodel_dist.cost.profiles import parameters
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Finding, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
@@ -90,10 +90,11 @@ class CompileResult:
         """The recipe settings the estimates assume (None: the planner's, `cost.model.planned_options`)."""
         return None
 
-    def memory_risk(self) -> MemoryRisk | None:
-        """The winner's peak raised by the measured memory error of runs like it (`Parameters.memory_risk`)."""
-        return parameters().memory_risk(getattr(self, "framework", "automodel"), self.problem.model.is_moe,
-                                        self.estimate.memory_gib, self.problem.cluster.gpu.hbm_gib)
+    def memory_warning(self) -> str | None:
+        """What the measured memory error of runs like the winner says where it could take the winner's peak past
+        the GPU's memory (`Parameters.memory_warning`)."""
+        return parameters().memory_warning(getattr(self, "framework", "automodel"), self.problem.model.is_moe,
+                                           self.estimate.memory_gib, self.problem.cluster.gpu.hbm_gib)
 
     def rank_plan(self) -> MeshPlan:
         """The winner's rank groups, as the stack lays them out (the rank map)."""

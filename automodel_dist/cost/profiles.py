@@ -207,9 +207,11 @@ class Parameters:
             thin = thin or band
         return None, thin
 
-    def memory_risk(self, framework: str, moe: bool, peak_gib: float, hbm_gib: float) -> MemoryRisk | None:
-        """`memory_risk` of a peak under the memory band of rows like it (`memory_band`)."""
-        return memory_risk(*self.memory_band(framework, moe), peak_gib, hbm_gib)
+    def memory_warning(self, framework: str, moe: bool, peak_gib: float, hbm_gib: float) -> str | None:
+        """`MemoryRisk.warning` of a peak under the memory band of rows like it (`memory_band`), where the
+        band's high end takes it past the GPU's memory; None where it does not."""
+        risk = memory_risk(*self.memory_band(framework, moe), peak_gib, hbm_gib)
+        return risk.warning() if risk is not None and risk.over else None
 
     def profile(self, framework: str) -> FrameworkProfile:
         try:

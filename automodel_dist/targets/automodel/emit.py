@@ -353,7 +353,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
     limit = memory_limit_gib(problem, estimate)
     gpu = one_line(cluster.gpu.name)  # user text in a comment: escaped onto its line (textsafe)
     framework = planned_options(problem, layout).framework
-    risk = parameters().memory_risk(framework, model.is_moe, estimate.memory_gib, estimate.hbm_gib)
+    warning = parameters().memory_warning(framework, model.is_moe, estimate.memory_gib, estimate.hbm_gib)
     return "\n".join([
         f"{RECIPE_MARKER}: {one_line(model.name)} ({kind}, {model.num_layers} layers)",
         f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
@@ -363,7 +363,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
-        *([f"warning: {risk.warning()}"] if risk is not None and risk.over else []),
+        *([f"warning: {warning}"] if warning else []),
         f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
         f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
         *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "

@@ -408,10 +408,10 @@ def provider_mtp_layers(problem: Problem) -> int | None:
 
 def trained_mtp_layers(problem: Problem, s: MegatronSettings) -> int:
     """The multi-token-prediction depths the override set trains: its own `mtp_num_layers`, else the recipe
-    function's (Qwen3-Next's pretrain recipe keeps 1, its SFT recipe none: fields data)."""
+    function's (`provider_mtp_layers`)."""
     if s.mtp_num_layers is not None:
         return s.mtp_num_layers
-    return int(recipe_value(problem, "model.mtp_num_layers") or 0)
+    return provider_mtp_layers(problem) or 0
 
 
 def recipe_value(problem: Problem, path: str) -> Any:

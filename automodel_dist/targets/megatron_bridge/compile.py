@@ -158,7 +158,8 @@ def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
             env: Iterable[tuple[str, str, str]]) -> str:
     lay = override.layout
-    risk = parameters().memory_risk(FRAMEWORK, problem.model.is_moe, estimate.memory_gib, problem.cluster.gpu.hbm_gib)
+    warning = parameters().memory_warning(FRAMEWORK, problem.model.is_moe, estimate.memory_gib,
+                                          problem.cluster.gpu.hbm_gib)
     lines = [
         *_identity(problem, recipe, "compile --target megatron-bridge"),
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
@@ -166,7 +167,7 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
         f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU as its log counts them, {estimate.tokens_per_s_per_gpu:,.0f} "
         "tokens/s/GPU (Megatron cost profile)",
-        *([f"# warning: {risk.warning()}"] if risk is not None and risk.over else []),
+        *([f"# warning: {warning}"] if warning else []),
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
         *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
