@@ -229,11 +229,12 @@ COMPILED = ["qwen3-30b-a3b-16xh100", "deepseek-v3-256xgb200",
             "llama-3.1-70b-32xh100"]
 
 
-# Beyond the examples and the card: Moonlight (a DeepSeek-V3 architecture without MTP) and Qwen3-Next pinned to an
-# even pipeline split (its recipe's MTP layer on the last stage, no layout string)
+# Beyond the examples and the card: Moonlight (a DeepSeek-V3 architecture without MTP) for each of its recipes, and
+# Qwen3-Next pinned to an even pipeline split (its recipe's MTP layer on the last stage, no layout string)
 MORE_INTENTS = [
-    {"model": "moonshotai/Moonlight-16B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 1},
-     "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 512}},
+    *({"model": "moonshotai/Moonlight-16B-A3B", "hardware": {"gpu": "h100-80gb", "nodes": 1},
+       "training": {"task": task, "seq_length": 4096, "global_batch_size": 64}}
+      for task in ("pretrain", "sft", "peft")),
     {"model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "hardware": {"gpu": "h100-80gb", "nodes": 4},
      "training": {"task": "pretrain", "seq_length": 4096, "global_batch_size": 1024}, "parallelism": {"pp": 4}},
 ]
