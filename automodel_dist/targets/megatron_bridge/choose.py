@@ -376,7 +376,9 @@ def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> Recip
 
 
 # Bytes per logit alive at the loss with Megatron-Core's loss kernels (`LanguageModule.compute_language_model_loss`):
-# Transformer Engine's parallel cross entropy writes the logits' gradient into the bf16 logits; the native fused
+# Transformer Engine's parallel cross entropy writes the logits' gradient into the bf16 logits (TE 2.17, which
+# Megatron-Bridge 0.6.x locks; from TE 2.18, "Fix the numerical issue with the Fused CE loss", it allocates the
+# gradient in fp32 beside them: 4 bytes held, 6 at the loss, for a target on a later release); the native fused
 # kernel and the unfused `vocab_parallel_cross_entropy` keep an fp32 copy, exponentiated in place, beside the bf16
 # logits (megatron/core/fusions/fused_cross_entropy.py, tensor_parallel/cross_entropy.py)
 TE_LOSS_LOGIT_BYTES = 2.0
