@@ -59,9 +59,9 @@ def memory_band(result: CompileResult) -> tuple[MemoryBand | None, MemoryBand | 
 
 def _memory_band_text(result: CompileResult) -> str:
     band, thin = memory_band(result)
-    risk = memory_risk(band, thin, result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib)
-    if band is None or risk is None:
+    if band is None:
         return "memory error: unknown (no measured peaks of rows like this one)"
+    risk = memory_risk(band, thin, result.estimate.memory_gib, result.problem.cluster.gpu.hbm_gib)
     text = (f"memory error: peaks measured on rows like this one ({band.group}, {band.rows} runs) were "
             f"{band.low:+.0%} to {band.high:+.0%} off their estimates (measured over estimated; median |error| "
             f"{band.median_abs_error:.0%})")

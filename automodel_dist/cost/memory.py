@@ -321,9 +321,9 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
 # - BF16, 0.85 of [0.78, 0.91]: the two force-balanced BF16 MoE peaks (Qwen3-30B-A3B on 16 H100, PP1, HybridEP and
 #   alltoall) need 0.78; above 0.91 a DeepSeek-V3 BF16 run of the 25.11 table (256 GB200, PP4 VPP4) is called unfit.
 #   At 0.85 the two peaks come within -6% and -5%. Moonlight's six (8 H100, one micro batch) are 16-18% low by a
-#   near-constant ~5.5 GiB. What its recompute sets free matches the model (moe_act 0.63 GiB measured, 0.71
-#   modelled; mla_up_proj 0.67 and 0.99), so the expert activations a learned router's hot EP rank would inflate
-#   are as modelled: the gap is in what none of those sets touches, and has no term yet.
+#   near-constant ~5.5 GiB. What its recompute sets free is less than the model frees (moe_act 0.63 GiB measured,
+#   0.71 modelled; mla_up_proj 0.67 and 0.99), so it is not the expert activations a learned router's hot EP rank
+#   would inflate: the gap is in what none of those sets touches, and has no term yet.
 # - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the seven peaks of
 #   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +5% at 0.5 (three of
 #   them peak at the optimizer step: `step_grad_copy`). Part of the gap to BF16 is Transformer Engine keeping FP8

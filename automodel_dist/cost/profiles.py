@@ -137,12 +137,9 @@ class MemoryRisk:
                 f"{self.headroom:.2f} in the intent plans for it")
 
 
-def memory_risk(band: MemoryBand | None, thin: MemoryBand | None, peak_gib: float,
-                hbm_gib: float) -> MemoryRisk | None:
+def memory_risk(band: MemoryBand, thin: MemoryBand | None, peak_gib: float, hbm_gib: float) -> MemoryRisk:
     """A peak raised by the largest measured error of its memory band and of the thinner group more like it
-    (`Parameters.memory_band`); None without measured rows like it."""
-    if band is None:
-        return None
+    (`Parameters.memory_band`)."""
     high = max(band.high, thin.high if thin else band.high)
     return MemoryRisk(high, peak_gib * (1 + high), hbm_gib)
 
@@ -210,8 +207,11 @@ class Parameters:
     def memory_warning(self, framework: str, moe: bool, peak_gib: float, hbm_gib: float) -> str | None:
         """`MemoryRisk.warning` of a peak under the memory band of rows like it (`memory_band`), where the
         band's high end takes it past the GPU's memory; None where it does not."""
-        risk = memory_risk(*self.memory_band(framework, moe), peak_gib, hbm_gib)
-        return risk.warning() if risk is not None and risk.over else None
+        band, thin = self.memory_band(framework, moe)
+        if band is None:
+            return None
+        risk = memory_risk(band, thin, peak_gib, hbm_gib)
+        return risk.warning() if risk.over else None
 
     def profile(self, framework: str) -> FrameworkProfile:
         try:

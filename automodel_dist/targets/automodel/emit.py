@@ -19,7 +19,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.memory import BF16
+from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, BF16
 from automodel_dist.cost.model import planned_options
 from automodel_dist.cost.profiles import parameters
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
@@ -352,7 +352,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
             else "dense")
     limit = memory_limit_gib(problem, estimate)
     gpu = one_line(cluster.gpu.name)  # user text in a comment: escaped onto its line (textsafe)
-    framework = planned_options(problem, layout).framework
+    framework = (problem.recipe_options or AUTOMODEL_DEFAULTS).framework  # `planned_options` changes only the sync
     warning = parameters().memory_warning(framework, model.is_moe, estimate.memory_gib, estimate.hbm_gib)
     return "\n".join([
         f"{RECIPE_MARKER}: {one_line(model.name)} ({kind}, {model.num_layers} layers)",
