@@ -51,19 +51,20 @@ def compose(text: str, resolver: Any) -> Any:
     merge keys, reused anchors, YAML 1.1), on a block scalar (ruamel keeps a folded one's fold positions, and
     the two read a literal one's header apart: libyaml takes `|#`, ruamel refuses it), on a collection
     used as a mapping key, past MAX_NESTING levels or MAX_DOCUMENT_NODES values, at an integer of more than
-    MAX_INT_DIGITS digits, on an empty or a second document, and on any libyaml error (its wording is not
-    ruamel's).
+    MAX_INT_DIGITS digits, on an empty or a second document, on anything but comments after an explicit
+    document end (libyaml skips a repeated `...` that ruamel refuses: "expected a single document in the
+    stream"), and on any libyaml error (its wording is not ruamel's).
     """
     from yaml import events
     from yaml.error import YAMLError
 
     try:
-        return _compose(_binding().CParser(text), resolver, events)
+        return _compose(text, _binding().CParser(text), resolver, events)
     except (YAMLError, UnicodeError) as exc:
         raise NotPlain(str(exc)) from None
 
 
-def _compose(parser: Any, resolver: Any, events: Any) -> Any:
+def _compose(text: str, parser: Any, resolver: Any, events: Any) -> Any:
     get_event = parser.get_event
     get_event()  # stream start
     start = get_event()
@@ -125,6 +126,10 @@ def _compose(parser: Any, resolver: Any, events: Any) -> Any:
         else:
             open_nodes.append(node)
             keys.append(None)
-    if type(get_event()) is not events.DocumentEndEvent or type(get_event()) is not events.StreamEndEvent:
+    end = get_event()
+    if type(end) is not events.DocumentEndEvent or type(get_event()) is not events.StreamEndEvent:
         raise NotPlain("a second document")
+    if end.explicit and any(line.strip() and not line.lstrip().startswith("#")
+                            for line in text.splitlines()[end.end_mark.line + 1:]):
+        raise NotPlain("more than comments after an explicit document end")
     return root

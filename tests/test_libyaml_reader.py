@@ -62,16 +62,17 @@ SHAPES = [
     "a: \"\\\n  continued\"\nb: 'it''s'\n",
     "a: " + "x" * 2000 + "\n",
     "a: 12345678901234567890123456789012345678901234567890\n",
+    "a: 1\n...\n", "a: 1\n... # end\n\n# trailing\n",
 ]
 # Documents libyaml leaves to ruamel: tags, anchors, aliases, merge keys, directives, block scalars, tabs,
-# CR line ends, several documents, empty streams, and every error.
+# CR line ends, several documents, a repeated document end, empty streams, and every error.
 LEFT_TO_RUAMEL = [
     "a: !!int 3\n", "a: !custom x\n", "a: &x 1\nb: *x\n", "base: &b {x: 1}\nc:\n  <<: *b\n",
     "%YAML 1.1\n---\na: yes\n", "%TAG !e! tag:example.com:\n---\na: 1\n", "a: >\n  folded\n  text\n",
     "a: |\n  line one\n  line two\nb: |-\n  strip\n", "a: |#\n  x\n",
     "a:\t1\n", "a: 1\r\nb: 2\r\n", "a: 1\n---\nb: 2\n", "", "# only\n", "a: [1, 2\n", "a:\n  b: 1\n c: 2\n",
     "[a, b]: 1\n", "{a: 1}: 2\n", "a: 'x\n", "a: \"\\q\"\n", "a: @x\n",
-    "\ufeffa: 1\n", "a: 1\u2028b: 2\n", "a: \x07\n",
+    "\ufeffa: 1\n", "a: 1\u2028b: 2\n", "a: \x07\n", "r\n...\n...\n", "a: 1\n...\n\n# c\n...\n",
 ]
 
 
