@@ -324,10 +324,11 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
 #   near-constant ~5.5 GiB. What its recompute sets free is less than the model frees (moe_act 0.63 GiB measured,
 #   0.71 modelled; mla_up_proj 0.67 and 0.99), so it is not the expert activations a learned router's hot EP rank
 #   would inflate: the gap is in what none of those sets touches, and has no term yet. Taken together, the Qwen3
-#   and Moonlight peaks read as a share of ~0.75 plus ~6 GiB that neither recompute set moves; the one size the
+#   and Moonlight peaks read as a share of ~0.75 plus ~6 GiB that no recompute set moves; the one size the
 #   two runs share is ~1.8B local expert weights at expert DP 1. Not a reference cycle kept until `manual_gc`
 #   collects: Megatron-Core 0.19.2's local-spec MLA + MoE layers (allgather dispatcher) on CPU, garbage
-#   collection off, free every activation at backward; Transformer Engine's layers could not be run there.
+#   collection off, leave nothing for a collection to free after backward; Transformer Engine's layers could not
+#   be run there.
 # - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the seven peaks of
 #   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +5% at 0.5 (three of
 #   them peak at the optimizer step: `step_grad_copy`). Part of the gap to BF16 is Transformer Engine keeping FP8
