@@ -573,20 +573,23 @@ def distinct_structures(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-         exhaustive: bool = False, space: type[Enumerator] | None = None) -> Plan:
+         screen: Screen | None = None, exhaustive: bool = False, space: type[Enumerator] | None = None) -> Plan:
     """The best layout for the objective, the runners-up, and what the rules pruned.
 
-    With the cost model's estimator, fitting layouts whose throughput ceiling (memory objective: peak)
-    cannot place are counted but not timed (`_Standing`); `exhaustive` times every layout (the same plan:
-    tests/test_planner.py compares the two).
+    With a `screen` (the cost model's `screen_layout` with its own estimator; a target's own beside its
+    estimator), fitting layouts whose throughput ceiling (memory objective: peak) cannot place are counted but
+    not timed (`_Standing`); `exhaustive` times every layout (the same plan: tests/test_planner.py and
+    tests/test_megatron_plan.py compare the two).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
-    screen = hopeless = None
+    hopeless = None
     if estimate is None:  # the cost model's own bounds hold
         from automodel_dist.cost.model import cannot_fit, screen_layout
 
-        screen = None if exhaustive else screen_layout
+        screen = screen_layout
         hopeless = cannot_fit
+    if exhaustive:
+        screen = None
     check = check or _default_checker()
     estimate = estimate or _default_estimator()
     result = search(problem, check=check, estimate=estimate, screen=screen, space=space)

@@ -239,4 +239,4 @@ def test_min_gpu_formula_matches_the_card_table() -> None:
 
 def test_layout_grammar_unrolls_like_mcore() -> None:
     stages = expand_layout("Et*3|(tt|)*29m|L")
-    assert len(stages) == 32 and "".join(stages).count("t") == 61 and stages[-2:] == ["m", "L"]
+    assert len(stages) == 32 and "".join(stages).count("t") == 61 and stages[-2:] == ("m", "L")

@@ -86,7 +86,7 @@ def screen_layout(problem: Problem, layout: Layout) -> tuple[bool, float, Callab
         return False, math.inf, timed
     if problem.objective == "memory":
         return True, min(fitting), timed
-    ceiling = max(_tokens_ceiling(problem, layout, shape, options) for options, _, peak in choices if peak <= limit)
+    ceiling = max(tokens_ceiling(problem, layout, options, shape) for options, _, peak in choices if peak <= limit)
     return True, -ceiling, timed
 
 
@@ -124,9 +124,10 @@ def _choose(problem: Problem, layout: Layout, shape: ModelShape, choices: Memori
     return choices[i][0], est
 
 
-def _tokens_ceiling(problem: Problem, layout: Layout, shape: ModelShape, options: RecipeOptions) -> float:
+def tokens_ceiling(problem: Problem, layout: Layout, options: RecipeOptions, shape: ModelShape | None = None) -> float:
     """Tokens/s/GPU `layout` cannot exceed under `options`."""
     training = problem.training
+    shape = shape or model_shape(problem.model, training)
     floor = throughput.step_time_floor(shape, layout, training, problem.cluster.gpu, options=options)
     tokens = training.global_batch_size * training.seq_length / max(layout.world_size, 1)
     return tokens / floor if floor > 0 else float("inf")

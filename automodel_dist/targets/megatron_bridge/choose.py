@@ -249,6 +249,29 @@ def decide(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str
 
 @lru_cache(maxsize=4096)
 def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[str, str]]:
+    selective = layout.activation_checkpointing == "selective"
+    return _settled(problem, layout, recompute_modules(problem, layout) if selective else None)
+
+
+# The recompute set a selective layout is judged with by the rules: no module recomputed (a set the ladder writes
+# when no label frees memory). No rule's verdict depends on which of the ladder's sets is written: every label
+# `recompute_candidates` offers is one MCore accepts for the architecture, no set holds `moe`, and the only other
+# field a set reaches, attention in a Blackwell graph scope, is read by rules on packed sequences (never graphed
+# with attention) and on delayed weight gradients (never written). tests/test_megatron_plan.py checks it on every
+# layout of several searches.
+RULES_RECOMPUTE_SET: tuple[tuple[str, ...], str] = ((), "")
+
+
+def settings_for_rules(problem: Problem, layout: Layout) -> MegatronSettings:
+    """The settings `decide` writes for `layout`, but for a selective layout's recompute modules (RULES_RECOMPUTE_SET):
+    what the planner's rules judge without running the recompute ladder on every layout of the search."""
+    selective = layout.activation_checkpointing == "selective"
+    return _settled(problem, layout, RULES_RECOMPUTE_SET if selective else None)[0]
+
+
+def _settled(problem: Problem, layout: Layout, recompute: tuple[tuple[str, ...], str] | None
+             ) -> tuple[MegatronSettings, dict[str, str]]:
+    """The settings for `layout` with `recompute` (a selective layout's modules and why; None otherwise)."""
     model, cluster = problem.model, problem.cluster
     why: dict[str, str] = {}
     recipe = recipe_for(model, problem.training.task)
@@ -279,8 +302,8 @@ def _decided(problem: Problem, layout: Layout) -> tuple[MegatronSettings, dict[s
         changes.update(dispatcher_type=dtype, flex_backend=backend)
         why["flex_backend"] = "the flex backend" if backend else "no flex backend (alltoall)"
         why["shared_expert_overlap"] = "off: exclusive with EP overlap and forced off by the flex dispatcher"
-    if layout.activation_checkpointing == "selective":
-        modules, why["recompute_modules"] = recompute_modules(problem, layout)
+    if recompute is not None:
+        modules, why["recompute_modules"] = recompute
         changes.update(recompute_granularity="selective", recompute_modules=modules)
         why["recompute_granularity"] = "selective before full: the layout does not fit without recompute"
     elif layout.activation_checkpointing == "full":

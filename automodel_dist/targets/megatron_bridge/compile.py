@@ -62,7 +62,13 @@ from automodel_dist.targets.megatron_bridge.parse import (
     parse_overrides,
     read_hydra,
 )
-from automodel_dist.targets.megatron_bridge.plan import MegatronSpace, check_planned, estimate_planned, megatron_options
+from automodel_dist.targets.megatron_bridge.plan import (
+    MegatronSpace,
+    check_planned,
+    estimate_planned,
+    megatron_options,
+    screen_planned,
+)
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import (
@@ -234,7 +240,7 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
                          "overrides for a Megatron-Bridge recipe function, which has no file to merge",
                          where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
     recipe = recipe_function(problem.model, problem.training.task)
-    result = plan(problem, check=check_planned, estimate=estimate_planned, space=MegatronSpace)
+    result = plan(problem, check=check_planned, estimate=estimate_planned, screen=screen_planned, space=MegatronSpace)
     best = result.best
     settings, why = decide(problem, best.layout)
     override = OverrideSet(best.layout, settings)

@@ -11,13 +11,21 @@ compiler never writes what `validate --target megatron-bridge` rejects.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from automodel_dist.catalog.specs import ClusterSpec, ModelSpec
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
-from automodel_dist.cost.model import estimate_layout
+from automodel_dist.cost.model import (
+    estimate_layout,
+    memory_limit_gib,
+    peak_gib,
+    tokens_ceiling,
+    with_recompute_modules,
+)
 from automodel_dist.findings import Finding
 from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.planner import MAX_VPP, Enumerator, _pinned
@@ -27,12 +35,14 @@ from automodel_dist.targets.megatron_bridge.choose import (
     decide,
     dispatcher_of,
     layout_dispatcher,
+    recompute_candidates,
+    settings_for_rules,
 )
 from automodel_dist.targets.megatron_bridge.flops import megatron_flops_per_token, vocab_divisible_by
-from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, OverrideSet
+from automodel_dist.targets.megatron_bridge.overrides import DIST_OPTIMIZER, MegatronSettings, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import megatron_layout
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
-from automodel_dist.targets.megatron_bridge.rules import check_overrides
+from automodel_dist.targets.megatron_bridge.rules import check_batch_split, check_structure
 
 
 class MegatronSpace(Enumerator):
@@ -110,12 +120,80 @@ def problem_of(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec) -
     return Problem(model=model, cluster=cluster, training=training)
 
 
+class _Structure:
+    """A layout that hashes and compares by its fields but the batch split: the key of what `_judged` finds once per
+    structure."""
+
+    __slots__ = ("key", "layout")
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.key = (layout.world_size, layout.tp, layout.pp, layout.vpp, layout.cp, layout.ep, layout.etp,
+                    layout.sequence_parallel, layout.activation_checkpointing, layout.dispatcher,
+                    layout.global_batch_size)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Structure) and self.key == other.key
+
+
+class _Judged(NamedTuple):
+    """What the rules judge and the screen prices of one structure: the settings for the rules
+    (`choose.settings_for_rules`), how they run (`choose.cost_options`), and the findings of the rules that do not
+    read the batch split."""
+
+    settings: MegatronSettings
+    options: RecipeOptions
+    findings: tuple[Finding, ...]
+
+
+@lru_cache(maxsize=4096)
+def _judged(problem: Problem, structure: _Structure) -> _Judged:
+    """Once per structure: without the recompute ladder nothing here reads the batch split (tests/test_megatron_plan.py
+    checks it against every batch split)."""
+    layout = structure.layout
+    settings = settings_for_rules(problem, layout)
+    findings = check_structure(OverrideSet(layout, settings), model=problem.model, cluster=problem.cluster)
+    return _Judged(settings, cost_options(problem, layout, settings), tuple(findings))
+
+
 def check_planned(layout: Layout, *, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                   first_error: bool = False) -> list[Finding]:
-    """The Megatron rules on `layout` with the settings the emitter would write for it (all of them: a first-fit
-    search's `first_error` saves nothing here, where deciding the settings costs more than the rules)."""
-    settings, _ = decide(problem_of(model, cluster, training), layout)
-    return check_overrides(OverrideSet(layout, settings), model=model, cluster=cluster)
+    """The Megatron rules on `layout` with the settings the emitter would write for it, but for the recompute set
+    a selective layout's ladder picks, on which no verdict depends (`choose.settings_for_rules`); all of them: a
+    first-fit search's `first_error` saves nothing here. The rules that do not read the batch split run once per
+    structure."""
+    judged = _judged(problem_of(model, cluster, training), _Structure(layout))
+    return [*judged.findings,
+            *check_batch_split(OverrideSet(layout, judged.settings), model=model, cluster=cluster)]
+
+
+def screen_planned(problem: Problem, layout: Layout) -> tuple[bool, float, Callable[[], Estimate]]:
+    """The planner's screen (`planner.Screen`) on the override set the emitter writes for `layout`: whether it fits,
+    the best value it could reach (smaller is better) and how to time it (`estimate_planned`).
+
+    The recompute ladder runs only where a bound cannot answer: recomputing more never raises a rank's peak, so a
+    selective layout is unfit when recomputing every label the rules allow does not fit, and fits when recomputing
+    none does. Recomputing none is also the fastest it can run (no replay, attention in a Blackwell graph), so the
+    ceiling is taken there. Under the memory objective the best value is the exact peak."""
+    def timed() -> Estimate:
+        return estimate_planned(problem, layout)
+
+    limit = memory_limit_gib(problem)
+    options = _judged(problem, _Structure(layout)).options
+    peak = peak_gib(problem, layout, options)
+    if layout.activation_checkpointing == "selective" and (peak > limit or problem.objective == "memory"):
+        widest = with_recompute_modules(options, recompute_candidates(problem.model))
+        if peak_gib(problem, layout, widest) > limit:
+            return False, math.inf, timed
+        peak = peak_gib(problem, layout, megatron_options(problem, layout))
+    if peak > limit:
+        return False, math.inf, timed
+    if problem.objective == "memory":
+        return True, peak, timed
+    return True, -tokens_ceiling(problem, layout, options), timed
 
 
 def megatron_options(problem: Problem, layout: Layout) -> RecipeOptions:

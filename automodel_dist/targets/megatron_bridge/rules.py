@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from math import prod
 from typing import TYPE_CHECKING, Any
 
@@ -209,11 +210,17 @@ class Context:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = []
+CHECKS: list[Check] = []  # the rules that read the layout's structure and the settings, never its batch split
+BATCH_CHECKS: list[Check] = []  # the rules that read the batch split
 
 
 def check(fn: Check) -> Check:
     CHECKS.append(fn)
+    return fn
+
+
+def batch_check(fn: Check) -> Check:
+    BATCH_CHECKS.append(fn)
     return fn
 
 
@@ -245,6 +252,13 @@ def _sizes(c: Context) -> list[Finding]:
         out.append(VPP_NEEDS_PP.finding(
             "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
             hint="set model.virtual_pipeline_model_parallel_size=null or PP > 1"))
+    return out
+
+
+@batch_check
+def _batch_split(c: Context) -> list[Finding]:
+    lay, out = c.layout, []
+    world, model_size = lay.world_size, lay.tp * lay.pp * lay.cp
     if c.s.packed_sequence_size is not None and lay.micro_batch_size != 1:
         out.append(PACKED_MBS.finding(
             "Micro batch size should be 1 when training with packed sequence, but your micro batch size is "
@@ -312,11 +326,13 @@ def _stage_split(lay: Layout, num_layers: int, s: MegatronSettings) -> list[Find
     return []
 
 
-def expand_layout(text: str) -> list[str]:
-    """MCore's pipeline-layout grammar unrolled: `(xy|)*n` and `x*n`, split at `|` into stages."""
+@lru_cache(maxsize=256)
+def expand_layout(text: str) -> tuple[str, ...]:
+    """MCore's pipeline-layout grammar unrolled: `(xy|)*n` and `x*n`, split at `|` into stages (once per layout
+    string: the planner judges every batch split of a structure with the same one)."""
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
         text = re.sub(pattern, lambda mt: mt.group(1) * int(mt.group(2)), text)
-    return text.split("|")
+    return tuple(text.split("|"))
 
 
 @check
@@ -628,7 +644,21 @@ def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None, cl
     """Every Megatron-Bridge rule on one override set; model- and cluster-bound rules need those, and the
     fine-tuning rules the recipe's task (by default read from the override set)."""
     ctx = Context(override, model, cluster, task)
+    return [f for fn in (*CHECKS, *BATCH_CHECKS) for f in fn(ctx)]
+
+
+def check_structure(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None
+                    ) -> list[Finding]:
+    """`check_overrides` but the rules on the batch split (the same for every batch split of a layout)."""
+    ctx = Context(override, model, cluster)
     return [f for fn in CHECKS for f in fn(ctx)]
+
+
+def check_batch_split(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None
+                      ) -> list[Finding]:
+    """The rules on the batch split: with `check_structure`'s, `check_overrides`' findings in its order."""
+    ctx = Context(override, model, cluster)
+    return [f for fn in BATCH_CHECKS for f in fn(ctx)]
 
 
 def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> list[Finding]:
