@@ -10,8 +10,10 @@ one warm-up run per scenario. Then the corner cases: intents at the input limits
 global batch of 2^20) with 99% of memory kept free, and a global batch of 1 on 8,192 GPUs at 1M tokens, where
 nothing fits and the time goes to the search for what would make it fit (infeasible.py); printed, not held to
 the budget. Last, the Megatron-Bridge target's
-compile of DeepSeek-V3 on 256 GB200 (`--target megatron-bridge`, the hardware-config card's row): every
-layout's settings are decided with the recompute ladder, seconds rather than tenths; printed, not budgeted.
+compile of DeepSeek-V3 on 256 GB200 (`--target megatron-bridge`, the hardware-config card's row): 22,838 layouts,
+each judged by Megatron's rules (once per structure, 5,523 of them) and screened with memory bounds, the recompute
+ladder and the estimate run only where the bounds cannot answer (about 1,700 layouts); seconds rather than tenths,
+printed, not budgeted.
 
     .venv/bin/python benchmarks/compile_speed.py [--repeat 3] [--only deepseek] [--no-corners] [--no-megatron]
 """
