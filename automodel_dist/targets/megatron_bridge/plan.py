@@ -176,8 +176,9 @@ def screen_planned(problem: Problem, layout: Layout) -> tuple[bool, float, Calla
 
     The recompute ladder runs only where a bound cannot answer: recomputing more never raises a rank's peak, so a
     selective layout is unfit when recomputing every label the rules allow does not fit, and fits when recomputing
-    none does. Recomputing none is also the fastest it can run (no replay, attention in a Blackwell graph), so the
-    ceiling is taken there. Under the memory objective the best value is the exact peak."""
+    none does. Recomputing none also gives the lowest step-time floor (no replay, attention in a Blackwell graph), so
+    the ceiling is taken there; not the fastest estimate, which can gain a hair from recompute hiding more gradient
+    reduction, but the floor counts no communication. Under the memory objective the best value is the exact peak."""
     def timed() -> Estimate:
         return estimate_planned(problem, layout)
 
