@@ -178,22 +178,24 @@ def screen_planned(problem: Problem, layout: Layout) -> tuple[bool, float, Calla
     selective layout is unfit when recomputing every label the rules allow does not fit, and fits when recomputing
     none does. Recomputing none also gives the lowest step-time floor (no replay, attention in a Blackwell graph), so
     the ceiling is taken there; not the fastest estimate, which can gain a hair from recompute hiding more gradient
-    reduction, but the floor counts no communication. Under the memory objective the best value is the exact peak."""
+    reduction, but the floor counts no communication. Under the memory objective the best value is the peak with
+    every label recomputed, a floor under the written set's."""
     def timed() -> Estimate:
         return estimate_planned(problem, layout)
 
     limit = memory_limit_gib(problem)
     options = _judged(problem, _Structure(layout)).options
-    peak = peak_gib(problem, layout, options)
+    peak = lowest = peak_gib(problem, layout, options)
     if layout.activation_checkpointing == "selective" and (peak > limit or problem.objective == "memory"):
-        widest = with_recompute_modules(options, recompute_candidates(problem.model))
-        if peak_gib(problem, layout, widest) > limit:
+        lowest = peak_gib(problem, layout, with_recompute_modules(options, recompute_candidates(problem.model)))
+        if lowest > limit:
             return False, math.inf, timed
-        peak = peak_gib(problem, layout, megatron_options(problem, layout))
+        if peak > limit:  # between the bounds: the ladder decides
+            peak = lowest = peak_gib(problem, layout, megatron_options(problem, layout))
     if peak > limit:
         return False, math.inf, timed
     if problem.objective == "memory":
-        return True, peak, timed
+        return True, lowest, timed
     return True, -tokens_ceiling(problem, layout, options), timed
 
 
