@@ -12,9 +12,9 @@ from automodel_dist.cost.profiles import parameters
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Finding, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
-from automodel_dist.layout import Layout
+from automodel_dist.layout import AC_MODES, Layout
 from automodel_dist.output import JSON_MARKER
-from automodel_dist.planner import Candidate, make_layout, plan
+from automodel_dist.planner import Candidate, Enumerator, make_layout, plan
 from automodel_dist.problem import Problem
 from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.emit import emit_recipe, load_base, pinned_to_one
@@ -60,6 +60,7 @@ class CompileResult:
         "local batch, mbs the pipeline micro batch, sp sequence parallelism.")
     checkpointing_term: ClassVar[str] = "checkpointing"
     part_names: ClassVar[Mapping[str, str]] = {}
+    space: ClassVar[type[Enumerator]] = Enumerator  # the planner's search space for this target
 
     yaml: str
     recipe: dict[str, Any]
@@ -89,6 +90,13 @@ class CompileResult:
     def cost_options(self) -> RecipeOptions | None:
         """The recipe settings the estimates assume (None: the planner's, `cost.model.planned_options`)."""
         return None
+
+    def unsearched_checkpointing(self) -> dict[str, str]:
+        """The checkpointing modes the planner did not search for the winner's strategy, and why (the target's
+        domain, or the intent's pin)."""
+        space = self.space(self.problem, None, None, False)
+        notes = {mode: space.ac_left_out(self.layout.strategy, mode) for mode in AC_MODES}
+        return {mode: note for mode, note in notes.items() if note is not None}
 
     def memory_warning(self) -> str | None:
         """What the measured memory error of runs like the winner says where it could take the winner's peak past

@@ -78,10 +78,13 @@ def _memory_band_json(band: MemoryBand | None) -> dict[str, Any] | None:
 
 
 def checkpointing_twins(result: CompileResult) -> dict[str, Candidate | None]:
-    """The winner's structure under each other checkpointing mode: its best fitting batch split among the
-    plan's alternatives, or None (no split fits, the rules drop it, or it ranks below the alternatives kept)."""
+    """The winner's structure under each other checkpointing mode the planner searched: its best fitting batch split
+    among the plan's alternatives, or None (no split fits, the rules drop it, or it ranks below the alternatives
+    kept). Modes it did not search are `result.unsearched_checkpointing()`."""
     key = structure(result.layout)[:-1]  # the structure but its checkpointing mode (the last field)
-    twins: dict[str, Candidate | None] = {m: None for m in AC_MODES if m != result.layout.activation_checkpointing}
+    unsearched = result.unsearched_checkpointing()
+    twins: dict[str, Candidate | None] = {m: None for m in AC_MODES
+                                          if m != result.layout.activation_checkpointing and m not in unsearched}
     for c in result.alternatives:
         mode = c.layout.activation_checkpointing
         if mode in twins and twins[mode] is None and structure(c.layout)[:-1] == key:
@@ -99,6 +102,8 @@ def _checkpointing_text(result: CompileResult) -> str:
         est = twin.estimate
         change = est.tokens_per_s_per_gpu / best - 1 if best else 0.0
         parts.append(f"{mode}: {est.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({change:+.1%}), {est.memory_gib:.1f} GiB")
+    parts += [f"{mode}: not searched ({why})" for mode, why in result.unsearched_checkpointing().items()
+              if mode != result.layout.activation_checkpointing]
     options = result.cost_options()
     mode = result.layout.activation_checkpointing
     modules = options.recompute_modules if options and mode == "selective" else ()
@@ -133,7 +138,8 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "environment": [setting.to_json() for setting in result.environment()],
         "checkpointing": {"mode": result.layout.activation_checkpointing,
                           "same_structure": {mode: None if c is None else _candidate_json(c)
-                                             for mode, c in checkpointing_twins(result).items()}},
+                                             for mode, c in checkpointing_twins(result).items()},
+                          "not_searched": result.unsearched_checkpointing()},
     }
 
 

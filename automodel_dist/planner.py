@@ -331,6 +331,21 @@ class Enumerator:
         allowed = _pinned(self.p.pins.activation_checkpointing, natural)
         return sorted(allowed, key=AC_MODES.index)
 
+    def ac_left_out(self, strategy: str, mode: str) -> str | None:
+        """Why `acs(strategy)` leaves checkpointing `mode` out (None: it searches it)."""
+        if mode in self.acs(strategy):
+            return None
+        pins = self.p.pins.activation_checkpointing
+        if pins is not None and mode not in pins:
+            return "the intent pins parallelism.activation_checkpointing"
+        return self.ac_domain_note(strategy)
+
+    def ac_domain_note(self, strategy: str) -> str:
+        """Why the checkpointing modes `strategy` can run are fewer than AC_MODES (only MegatronFSDP's are)."""
+        if self.W > 1:
+            return "AutoModel skips activation checkpointing with MegatronFSDP on more than one GPU"
+        return "AutoModel runs selective checkpointing with fsdp2 and ddp only"
+
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both.
 

@@ -130,3 +130,48 @@ def test_explain_shows_the_step_time_part_by_part_against_the_runner_up() -> Non
     for part, gain in gains.items():
         if result.estimate.time[part] or second.time[part]:
             assert f"{gain:+.3f}" in table and part in table
+
+
+def _checkpointing_line(result: Any) -> str:
+    text = render_explain(result, top=3, fmt="text")
+    return next(line for line in text.splitlines() if line.startswith(f"{result.checkpointing_term}: "))
+
+
+def test_the_checkpointing_twins_are_the_modes_searched_and_the_rest_say_why_not() -> None:
+    """explain compares the winner with its structure under the other checkpointing modes the planner searched,
+    and says of a mode it did not search that it did not (not "no fitting split"), with the reason."""
+    searched = compile_intent(INTENT)  # fsdp2, nothing pinned: every mode searched
+    assert searched.unsearched_checkpointing() == {}
+    assert "not searched" not in _checkpointing_line(searched)
+
+    pinned = compile_intent({**INTENT, "parallelism": {"activation_checkpointing": "full"}})
+    assert set(pinned.unsearched_checkpointing()) == {"selective", "off"}
+    line = _checkpointing_line(pinned)
+    assert "selective: not searched (the intent pins parallelism.activation_checkpointing)" in line
+    assert "no fitting split" not in line
+    data = json.loads(render_explain(pinned, top=3, fmt="json"))["checkpointing"]
+    assert data["same_structure"] == {} and set(data["not_searched"]) == {"selective", "off"}
+
+    mfsdp = compile_intent({**INTENT, "model": "Qwen/Qwen3-8B", "parallelism": {"strategy": "megatron_fsdp"}})
+    assert set(mfsdp.unsearched_checkpointing()) == {"full", "selective"}
+    assert "full: not searched (AutoModel skips activation checkpointing with MegatronFSDP on more than one GPU)" \
+        in _checkpointing_line(mfsdp)
+
+
+def test_megatron_bridge_explain_says_full_recompute_was_not_searched() -> None:
+    """The megatron-bridge target searches selective recompute or none: its explain does not call full recompute
+    unfit; pinned (a dense model: the MoE graphs refuse full recompute), full is searched and the rest are not."""
+    from automodel_dist.targets.megatron_bridge.compile import compile_megatron
+
+    text = ("model: Qwen/Qwen3-30B-A3B\nhardware: {gpu: h100-80gb, nodes: 2}\n"
+            "training: {task: pretrain, seq_length: 4096, global_batch_size: 512}\n")
+    result = compile_megatron(text)
+    assert set(result.unsearched_checkpointing()) == {"full"}
+    line = _checkpointing_line(result)
+    assert "full: not searched (the megatron-bridge target searches selective recompute or none; full recompute " \
+           "only when pinned)" in line
+    assert "full: no fitting split" not in line
+    dense = text.replace("Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B")  # no MoE graph to refuse full recompute
+    pinned = compile_megatron(dense + "parallelism: {activation_checkpointing: full}\n")
+    assert pinned.layout.activation_checkpointing == "full"
+    assert set(pinned.unsearched_checkpointing()) == {"selective", "off"}

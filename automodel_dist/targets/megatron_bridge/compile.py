@@ -32,7 +32,7 @@ from automodel_dist.errors import InputError
 from automodel_dist.findings import ERROR, Finding, Report, locate_all
 from automodel_dist.intent import Intent, load_intent, resolve_intent
 from automodel_dist.output import WRITTEN_BY_MARKER
-from automodel_dist.planner import memory_limit_gib, plan
+from automodel_dist.planner import Enumerator, memory_limit_gib, plan
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.rules import registry as r
 from automodel_dist.targets import MEGATRON_BRIDGE
@@ -107,6 +107,7 @@ class MegatronCompileResult(CompileResult):
         "parallelism, shown above 1), DP the data-parallel size, EDP expert data parallelism (with EP), SP sequence "
         "parallelism, the recompute granularity when there is one, MBS the micro batch.")
     checkpointing_term: ClassVar[str] = "recompute"
+    space: ClassVar[type[Enumerator]] = MegatronSpace
     # the distributed optimizer's gradient reduce-scatter and parameter all-gather run over DP (no FSDP here)
     part_names: ClassVar[Mapping[str, str]] = {"fsdp_comm": "dp_comm", "fsdp_gather": "dp_gather"}
 

@@ -84,6 +84,9 @@ class MegatronSpace(Enumerator):
         """Selective recompute or none (megatron-bridge.md §10: the narrowest recompute first); full when pinned."""
         return sorted(_pinned(self.p.pins.activation_checkpointing, ("selective", "off")), key=AC_MODES.index)
 
+    def ac_domain_note(self, strategy: str) -> str:
+        return "the megatron-bridge target searches selective recompute or none; full recompute only when pinned"
+
     def dispatcher_options(self, ep: int) -> list[str | None]:
         """The one dispatcher `choose.dispatcher_of` writes for this EP size (None for a dense model)."""
         if ep not in self.dispatchers:
