@@ -102,8 +102,7 @@ def _checkpointing_text(result: CompileResult) -> str:
         est = twin.estimate
         change = est.tokens_per_s_per_gpu / best - 1 if best else 0.0
         parts.append(f"{mode}: {est.tokens_per_s_per_gpu:,.0f} tokens/s/GPU ({change:+.1%}), {est.memory_gib:.1f} GiB")
-    parts += [f"{mode}: not searched ({why})" for mode, why in result.unsearched_checkpointing().items()
-              if mode != result.layout.activation_checkpointing]
+    parts += [f"{mode}: not searched ({why})" for mode, why in result.unsearched_checkpointing().items()]
     options = result.cost_options()
     mode = result.layout.activation_checkpointing
     modules = options.recompute_modules if options and mode == "selective" else ()

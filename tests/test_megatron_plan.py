@@ -34,6 +34,7 @@ from automodel_dist.targets.megatron_bridge.plan import (
     check_planned,
     estimate_planned,
     megatron_options,
+    problem_of,
     screen_planned,
 )
 from automodel_dist.targets.megatron_bridge.rules import check_overrides, check_structure
@@ -71,7 +72,7 @@ def layouts(prob: Problem) -> Iterator[Layout]:
 
 def decided_check(layout: Layout, *, model, cluster, training, first_error: bool = False) -> list[Finding]:
     """The rules on the settings `decide` writes, recompute ladder and all: what the emitter writes."""
-    prob = Problem(model=model, cluster=cluster, training=training)
+    prob = problem_of(model, cluster, training)
     return check_overrides(OverrideSet(layout, decide(prob, layout)[0]), model=model, cluster=cluster)
 
 

@@ -643,21 +643,21 @@ def check_overrides(override: OverrideSet, *, model: ModelSpec | None = None, cl
                     task: str | None = None) -> list[Finding]:
     """Every Megatron-Bridge rule on one override set; model- and cluster-bound rules need those, and the
     fine-tuning rules the recipe's task (by default read from the override set)."""
-    ctx = Context(override, model, cluster, task)
-    return [f for fn in (*CHECKS, *BATCH_CHECKS) for f in fn(ctx)]
+    return [*check_structure(override, model=model, cluster=cluster, task=task),
+            *check_batch_split(override, model=model, cluster=cluster, task=task)]
 
 
-def check_structure(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None
-                    ) -> list[Finding]:
+def check_structure(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
+                    task: str | None = None) -> list[Finding]:
     """`check_overrides` but the rules on the batch split (the same for every batch split of a layout)."""
-    ctx = Context(override, model, cluster)
+    ctx = Context(override, model, cluster, task)
     return [f for fn in CHECKS for f in fn(ctx)]
 
 
-def check_batch_split(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None
-                      ) -> list[Finding]:
-    """The rules on the batch split: with `check_structure`'s, `check_overrides`' findings in its order."""
-    ctx = Context(override, model, cluster)
+def check_batch_split(override: OverrideSet, *, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
+                      task: str | None = None) -> list[Finding]:
+    """The rules on the batch split (`check_overrides` runs them after `check_structure`'s)."""
+    ctx = Context(override, model, cluster, task)
     return [f for fn in BATCH_CHECKS for f in fn(ctx)]
 
 
