@@ -323,14 +323,17 @@ def expert_mlp_checkpointed(shape: ModelShape, layout: Layout, training: Trainin
 #   That bound counts the run's allocator fragmentation (15.9 GiB): expandable segments would all but remove it and lift
 #   the bound to ~1.05, but the 25.11 performance scripts set them only for Llama-3.1-405B FP8 on GB200
 #   (scripts/performance/perf_plugins.py at Megatron-Bridge 06a9d1d9). At 0.85 the two peaks come within -6% and -5%.
-#   Moonlight's six (8 H100, one micro batch) are 16-18% low by a near-constant ~5.5 GiB. What its recompute sets free
-#   is less than the model frees (moe_act 0.63 GiB measured, 0.71 modelled; mla_up_proj 0.67 and 0.99), so it is not the
-#   expert activations a learned router's hot EP rank would inflate: the gap is in what none of those sets touches, and
-#   has no term yet. Taken together, the Qwen3 and Moonlight peaks read as a share of ~0.75 plus ~6 GiB that no
-#   recompute set moves; the one size the two runs share is ~1.8B local expert weights at expert DP 1. Not a reference
-#   cycle kept until `manual_gc` collects: Megatron-Core 0.19.2's local-spec MLA + MoE layers (allgather dispatcher) on
-#   CPU, garbage collection off, leave nothing for a collection to free after backward; Transformer Engine's layers
-#   could not be run there.
+#   Moonlight's six (8 H100, one micro batch) are 16-18% low by a near-constant ~5.5 GiB. Their peaks show a floor:
+#   `mla_up_proj` and `moe_act` each lower the no-recompute peak by ~0.7 GB, and adding `mlp` or `layernorm` lowers it
+#   no further (+15 and +8 MB, where the model frees 0.1-0.4 GiB more): all four sit at 35.90-35.95 GB. Once ~0.7 GB of
+#   activations is recomputed, the peak is set at a moment no recompute set moves (the optimizer step, or the end of
+#   backward), 33.4 GiB: 12.7 GiB above the model states counted here (20.8 GiB). So the measured deltas only bound
+#   what the sets free from below (they do not rule out a hot EP rank), and the gap is in the model states or in a
+#   transient outside the forward and backward; neither has a term yet. Taken together, the Qwen3 and Moonlight peaks
+#   read as a share of ~0.75 plus ~6 GiB that no recompute set moves; the one size the two runs share is ~1.8B local
+#   expert weights at expert DP 1. Not a reference cycle kept until `manual_gc` collects: Megatron-Core 0.19.2's
+#   local-spec MLA + MoE layers (allgather dispatcher) on CPU, garbage collection off, leave nothing for a collection
+#   to free after backward; Transformer Engine's layers could not be run there.
 # - FP8, 0.5: at 0.6 a Llama-3 70B FP8 run (25.11, 64 GB200, PP4 VPP5) that ran is called unfit; the seven peaks of
 #   Megatron-Bridge's Llama-3 70B FP8 study (interleaved PP, TP4 and TP8) come within -3% to +5% at 0.5 (three of
 #   them peak at the optimizer step: `step_grad_copy`). Part of the gap to BF16 is Transformer Engine keeping FP8
