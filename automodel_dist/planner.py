@@ -601,7 +601,7 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     if estimate is None:  # the cost model's own bounds hold
         from automodel_dist.cost.model import cannot_fit, screen_layout
 
-        screen = screen_layout
+        screen = screen or screen_layout
         hopeless = cannot_fit
     if exhaustive:
         screen = None
