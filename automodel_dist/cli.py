@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
 from automodel_dist.targets import TARGETS
-from automodel_dist.textsafe import printable
+from automodel_dist.textsafe import one_line, printable
 
 if TYPE_CHECKING:
     from automodel_dist.compiler import CompileResult
@@ -82,7 +82,7 @@ def _compile_megatron(args: argparse.Namespace) -> int:
 
         outputs.append(Output(out.parent / "launch.sbatch", launch_script(result, out.name)))
     written = write_outputs(outputs, inputs=result.inputs, force=args.force)
-    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
+    _report_written(written)
     return 0
 
 
@@ -114,8 +114,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     else:
         write_outputs([Output(out, text)], inputs=result.inputs, force=args.force)
         written = [str(out)]
-    print(printable("wrote " + ", ".join(written)), file=sys.stderr)
+    _report_written(written)
     return 0
+
+
+def _report_written(paths: Sequence[str | Path]) -> None:
+    """'wrote <paths>' on stderr, each path escaped onto one line (a file name may hold a newline)."""
+    print("wrote " + ", ".join(one_line(str(path)) for path in paths), file=sys.stderr)
 
 
 def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | Path] = (),
@@ -125,7 +130,7 @@ def write_html_report(out: str, data: ReportData, *, inputs: Sequence[str | Path
 
     path = output_path(out, option="--html")
     write_outputs([Output(path, render_page(data))], inputs=inputs, force=force)
-    print(printable(f"wrote {path}"), file=sys.stderr)
+    _report_written([path])
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -231,7 +236,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     chosen = [names[args.which]] if args.which else list(names.values())
     outputs = [Output(folder / name, (SCHEMAS_DIR / name).read_text(encoding="utf-8")) for name in chosen]
     written = write_outputs(outputs, force=args.force)
-    print(printable("wrote " + ", ".join(str(path) for path in written)), file=sys.stderr)
+    _report_written(written)
     return 0
 
 

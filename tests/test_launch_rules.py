@@ -87,6 +87,24 @@ def test_shared_cache_or_a_single_node_is_fine(lines: str, nodes: int) -> None:
     assert "launch-node-local-cache" not in _check(nodes=nodes, sbatch="#!/bin/bash\n" + lines + "\n")
 
 
+@pytest.mark.parametrize(("lines", "line"), [
+    ("export NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=16\nexport NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8", 3),
+    ('export HF_HOME="${HF_HOME:-/lustre/hf}"\nexport OTHER=1\nexport HF_HOME=/lustre/mine', 4),
+])
+def test_a_variable_set_twice_to_different_values_warns_at_the_later_line(lines: str, line: int) -> None:
+    finding = _check(sbatch="#!/bin/bash\n" + lines + "\n")["launch-env-reassigned"]
+    assert finding.severity == "warning" and finding.line == line and "the later value wins" in finding.message
+
+
+@pytest.mark.parametrize("lines", [
+    "export PYTHONPATH=/opt/a\nexport PYTHONPATH=$PYTHONPATH:/opt/b",  # builds on the first
+    'export PATH="/opt/bin:${PATH}"\nexport PATH="/more:${PATH}"',
+    "export CUDA_DEVICE_MAX_CONNECTIONS=32\nexport CUDA_DEVICE_MAX_CONNECTIONS=32",  # the same value
+])
+def test_building_on_a_variable_or_repeating_its_value_is_fine(lines: str) -> None:
+    assert "launch-env-reassigned" not in _check(sbatch="#!/bin/bash\n" + lines + "\n")
+
+
 def test_node_local_checkpoint_dir_is_an_error() -> None:
     recipe = {**GOOD_RECIPE, "checkpoint": {"enabled": True, "checkpoint_dir": "/tmp/ckpt"}}
     finding = _check(recipe)["launch-node-local-cache"]

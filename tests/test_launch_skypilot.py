@@ -67,6 +67,16 @@ def test_hybridep_gets_the_domain_size_and_timeouts_follow_the_scale(tmp_path: P
     assert "H100:8  # h100-80gb, 8 per node" in text
 
 
+def test_launcher_env_that_replaces_a_planned_variable_warns(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    launcher = {**CLOUD, "env": {"NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "4", "NCCL_DEBUG": "WARN"}}
+    _, _, recipe = _section(tmp_path, "qwen3-30b-a3b", "h100-80gb", 2, launcher, ep=8, dispatcher="hybridep")
+    assert recipe["skypilot"]["env_vars"]["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"] == "4"  # the user's, as asked
+    err = capsys.readouterr().err
+    assert "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN is set to '8' (by the plan) and then to '4'" in err
+    assert "NCCL_DEBUG" not in err
+
+
 def test_use_spot_is_written_as_asked(tmp_path: Path) -> None:
     _, _, recipe = _section(tmp_path, "llama-3.1-8b", "h100-80gb", 1, {"cloud": "gcp", "use_spot": True})
     assert recipe["skypilot"]["use_spot"] is True

@@ -171,6 +171,68 @@ def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytes
     assert not (tmp_path / "run" / "launch.sbatch").exists()
 
 
+def test_the_override_file_name_cannot_inject_a_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The script's comments name the override file: a newline in that name stays an escape, never a line."""
+    out = tmp_path / "run" / "ov\ntouch INJECTED\n#.yaml"
+    code, _, err = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out), "--launcher", "slurm")
+    assert code == 0, err
+    lines = (out.parent / "launch.sbatch").read_text().splitlines()
+    assert not any(line.startswith("touch") for line in lines)
+    assert any("overrides: ov\\ntouch INJECTED\\n#.yaml" in line for line in lines)
+    assert "wrote " in err and "\\ntouch" in err  # the report of what was written stays on one line too
+
+
+def test_the_launch_keeps_the_users_job_name_and_cache(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text(Path(QWEN).read_text() + "launcher:\n  job_name: my-automodel-run\n  cache_dir: /shared/cache\n"
+                      "  container_image: nvcr.io/nvidia/nemo:25.11\n")
+    out = tmp_path / "run" / "o.yaml"
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge", "-o", str(out),
+                       "--launcher", "slurm")
+    assert code == 0, err
+    text = (out.parent / "launch.sbatch").read_text()
+    assert "#SBATCH --job-name=my-automodel-run" in text
+    assert "export HF_HOME=/shared/cache/hf_home" in text and "export UV_CACHE_DIR=/shared/cache/uv_cache" in text
+    assert "/shared/cache:/shared/cache," in text  # mounted into the container at the same path
+    code, _, err = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(tmp_path / "d" / "o.yaml"),
+                       "--launcher", "slurm")
+    default = (tmp_path / "d" / "launch.sbatch").read_text()
+    assert code == 0 and "#SBATCH --job-name=mbridge-qwen3-30b-a3b-sft" in default
+    assert 'export HF_HOME="$SHARED_DIR/hf_home"' in default
+
+
+def test_a_node_local_cache_on_several_nodes_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text(Path(QWEN).read_text() + "launcher:\n  cache_dir: /tmp/cache\n")
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge", "-o",
+                       str(tmp_path / "run" / "o.yaml"), "--launcher", "slurm")
+    assert code == 0 and "warning: HF_HOME=/tmp/cache/hf_home is on node-local storage" in err
+
+
+def test_launcher_env_that_replaces_a_planned_variable_is_a_warning(capsys: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text("model: Qwen/Qwen3-30B-A3B\nhardware: {gpu: gb200-nvl72, nodes: 4}\n"
+                      "training: {task: pretrain, seq_length: 4096, global_batch_size: 512}\n"
+                      "launcher:\n  env: {NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN: '8', HF_HUB_OFFLINE: '1'}\n")
+    for target in ("megatron-bridge", "automodel"):
+        code, _, err = run(capsys, "compile", str(intent), "--target", target, "-o",
+                           str(tmp_path / target / "o.yaml"), "--launcher", "slurm")
+        assert code == 0, err
+        assert "warning: NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN is set to '16'" in err, target
+        assert "HF_HUB_OFFLINE" not in err  # a variable the plan does not set is the user's to add
+
+
+def test_validate_runs_bash_on_the_launch_script(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "run" / "overrides.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out), "--launcher", "slurm")[0] == 0
+    script = out.parent / "launch.sbatch"
+    script.write_text(script.read_text().replace("fi\n", "\n", 1))  # the node-count check loses its `fi`
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--recipe", RECIPE,
+                          "--nodes", "2", "--sbatch", str(script))
+    assert code == 1 and "launch-sbatch-syntax" in report and "not valid shell (bash -n)" in report
+
+
 def test_automodel_only_pins_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "compile", QWEN, "parallelism.strategy=fsdp2", "--target", "megatron-bridge")
     assert code == 2 and "parallelism.strategy is an AutoModel choice" in err

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from automodel_dist.errors import ValidationFailed
-from automodel_dist.findings import Report
+from automodel_dist.findings import Finding, Report
 from automodel_dist.launch.recipe_settings import apply_recipe_settings
 from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_section
@@ -46,14 +46,15 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str, *,
     settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
     recipe_path = Path(recipe_path).resolve()
     sbatch_text = None
+    replaced: list[Finding] = []
     if launcher == "slurm":
         apply_recipe_settings(recipe, slurm_recipe_settings(problem, layout))
         sbatch_text = render_sbatch(problem, layout, settings, recipe_path, recipe)
     else:
         apply_recipe_settings(recipe, skypilot_recipe_settings(problem, layout))
-        recipe["skypilot"] = skypilot_section(problem, layout, settings, recipe)
+        recipe["skypilot"], replaced = skypilot_section(problem, layout, settings, recipe)
     cluster = problem.cluster
-    findings = check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
+    findings = replaced + check_launch(recipe, world_size=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
                             sbatch_text=sbatch_text, sbatch_file=SBATCH_NAME, layout=layout,
                             nvlink_domain=cluster.nvlink_domain,
                             sbatch_syntax=script_syntax(sbatch_text) if sbatch_text is not None else None)

@@ -43,10 +43,11 @@ class LauncherSettings:
     region: str | None = None
 
 
-def default_job_name(problem: Problem) -> str:
-    """'automodel-<model>-<task>', reduced to the characters Slurm and SkyPilot accept everywhere."""
+def default_job_name(problem: Problem, stack: str = "automodel") -> str:
+    """'<stack>-<model>-<task>' (the stack that trains: automodel, mbridge), reduced to the characters Slurm and
+    SkyPilot accept everywhere."""
     model = problem.model.name.rsplit("/", 1)[-1].lower()
-    return _JOB_NAME_UNSAFE.sub("-", f"automodel-{model}-{problem.training.task}").strip("-")
+    return _JOB_NAME_UNSAFE.sub("-", f"{stack}-{model}-{problem.training.task}").strip("-")
 
 
 def _schema_patterns() -> dict[str, dict[str, Any]]:
@@ -85,13 +86,14 @@ def check_launcher_values(raw: Mapping[str, Any]) -> None:
             _check_text(value, schema, f"launcher.{key}")
 
 
-def launcher_settings(block: Mapping[str, Any] | None, problem: Problem) -> LauncherSettings:
-    """The `launcher:` mapping (None = all defaults), its values checked, with the defaults filled in."""
+def launcher_settings(block: Mapping[str, Any] | None, problem: Problem, stack: str = "automodel") -> LauncherSettings:
+    """The `launcher:` mapping (None = all defaults), its values checked, with the defaults filled in (the job
+    named after `stack` unless the mapping names it)."""
     raw = to_plain(block) or {}
     check_launcher_values(raw)
     cache_dir = raw.get("cache_dir")
     return LauncherSettings(
-        job_name=raw.get("job_name") or default_job_name(problem),
+        job_name=raw.get("job_name") or default_job_name(problem, stack),
         account=raw.get("account"),
         partition=raw.get("partition"),
         time=raw.get("time") or DEFAULT_TIME,

@@ -17,11 +17,13 @@ from ruamel.yaml.comments import CommentedMap
 from automodel_dist.catalog.params import param_counts
 from automodel_dist.catalog.specs import GpuSpec
 from automodel_dist.errors import InputError
+from automodel_dist.findings import Finding
 from automodel_dist.launch.environment import run_environment
 from automodel_dist.launch.recipe_settings import RecipeSetting, timeout_settings
 from automodel_dist.launch.settings import LauncherSettings
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
+from automodel_dist.rules.launch import env_reassigned
 from automodel_dist.textsafe import one_line
 
 SUPPORTED_CLOUDS = ("aws", "gcp", "azure", "lambda", "kubernetes")
@@ -66,8 +68,9 @@ def skypilot_recipe_settings(problem: Problem, layout: Layout) -> list[RecipeSet
 
 
 def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSettings,
-                     recipe: Mapping[str, Any]) -> CommentedMap:
-    """The `skypilot:` mapping for this plan, with a comment on each derived value.
+                     recipe: Mapping[str, Any]) -> tuple[CommentedMap, list[Finding]]:
+    """The `skypilot:` mapping for this plan, with a comment on each derived value, and a warning for each
+    planned variable the intent's launcher.env replaces.
 
     A section the recipe already has (from a base recipe) keeps its other keys (setup, zone, ...).
     """
@@ -107,8 +110,12 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
             env_vars[var.name] = var.value
             if var.why:
                 env_vars.yaml_add_eol_comment(var.why, var.name)
+    planned = {var.name: var.value for var in env}
+    replaced = [env_reassigned(name, planned[name], "by the plan", value, "by launcher.env",
+                               f"skypilot.env_vars.{name}")
+                for name, value in settings.env if planned.get(name, value) != value]
     for name, value in settings.env:
         env_vars[name] = value
     if env_vars:
         section["env_vars"] = env_vars
-    return section
+    return section, replaced

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import Layout
 from automodel_dist.rules import registry as r
 from automodel_dist.shell_syntax import SyntaxResult
+from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import lookup
 
 # Caches every node must see (a node-local copy means one download per node, or files node 0 wrote
@@ -96,19 +97,45 @@ def sbatch_env(sbatch_text: str) -> dict[str, str]:
     return {name: value for name, (value, _) in assignments(sbatch_text).items()}
 
 
-def assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
-    """sbatch_env's values, each with the 1-based line of its last assignment."""
+def _exports(sbatch_text: str) -> Iterator[tuple[str, str, str, int]]:
+    """Each assignment in order: (name, value as written, value read, 1-based line); the value read takes
+    `${A:-default}` as its default and `$B` as B's value so far."""
     values: dict[str, str] = {}
-    lines: dict[str, int] = {}
     for number, line in enumerate(sbatch_text.splitlines(), start=1):
         match = _EXPORT.match(line)
         if match:
-            value = match.group(2).strip("\"'")
+            written = match.group(2)
+            value = written.strip("\"'")
             defaulted = _DEFAULTED.match(value)
             value = defaulted.group(1).strip("\"'") if defaulted else value
             values[match.group(1)] = _VAR_REF.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), value)
-            lines[match.group(1)] = number
-    return {name: (value, lines[name]) for name, value in values.items()}
+            yield match.group(1), written, values[match.group(1)], number
+
+
+def assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
+    """sbatch_env's values, each with the 1-based line of its last assignment."""
+    return {name: (value, line) for name, _, value, line in _exports(sbatch_text)}
+
+
+def reassignment_findings(sbatch_text: str) -> list[tuple[Finding, int]]:
+    """A variable the script sets again to another value, not building on the first (`$NAME` in it): the later
+    silently wins (an intent's launcher.env over what the plan set), each with the later line."""
+    found: list[tuple[Finding, int]] = []
+    earlier: dict[str, tuple[str, int]] = {}
+    for name, written, value, line in _exports(sbatch_text):
+        before = earlier.get(name)
+        if before and before[0] != value and not re.search(rf"\$\{{?{name}\b", written):
+            found.append((env_reassigned(name, before[0], f"line {before[1]}", value, f"line {line}"), line))
+        earlier[name] = (value, line)
+    return found
+
+
+def env_reassigned(name: str, first: str, first_at: str, later: str, later_at: str, path: str = r.SCRIPT) -> Finding:
+    """`name` set to `first` (at `first_at`), then to `later`, which wins."""
+    return r.ENV_REASSIGNED.finding(
+        f"{name} is set to {one_line(first)!r} ({first_at}) and then to {one_line(later)!r} ({later_at}): the later "
+        "value wins", path=path,
+        hint=f"keep one value of {name} (to keep what the plan set, drop it from the intent's launcher.env)")
 
 
 def code_lines(sbatch_text: str) -> str:
@@ -150,6 +177,20 @@ def _first_line(code: str, word: str) -> int:
     return 1
 
 
+def syntax_findings(syntax: SyntaxResult | None) -> list[tuple[Finding, int]]:
+    """The launch script's `bash -n` verdict (`shell_syntax.script_syntax`; None: not judged) as findings, each
+    with its script line: a syntax error, or a note that the check could not be made."""
+    if syntax is None or syntax.ok:
+        return []
+    if not syntax.checked:
+        return [(r.SKIPPED.finding(f"the launch script's shell syntax was not checked: {syntax.reason}",
+                                   path=r.SCRIPT, hint="run `bash -n` on the script yourself"), 1)]
+    return [(r.SBATCH_SYNTAX.finding(
+        f"the launch script is not valid shell (bash -n): {syntax.message}; the job would fail as it starts, after "
+        "waiting in the queue", hint="fix the script at that line (an unclosed quote, if/fi, do/done or brace?)"),
+        syntax.line or 1)]
+
+
 def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
                        syntax: SyntaxResult | None) -> tuple[list[Finding], bool]:
     """What keeps the job from starting at all: sbatch refusing the script, a shell syntax error (`syntax`,
@@ -167,15 +208,7 @@ def _start_up_findings(sbatch_text: str, code: str, multi_node: bool,
                  "command"), refusal[1]))
         if refusal[1] == 1 and not sbatch_text.strip(" \t\n\v\f\r"):
             return [replace(f, line=line, col=1) for f, line in found], False
-    if syntax is not None:
-        if not syntax.checked:
-            found.append((r.SKIPPED.finding(f"the launch script's shell syntax was not checked: {syntax.reason}",
-                                            path=r.SCRIPT, hint="run `bash -n` on the script yourself"), 1))
-        elif not syntax.ok:
-            found.append((r.SBATCH_SYNTAX.finding(
-                f"the launch script is not valid shell (bash -n): {syntax.message}; the job would fail as it "
-                "starts, after waiting in the queue", hint="fix the script at that line (an unclosed quote, "
-                                                          "if/fi, do/done or brace?)"), syntax.line or 1))
+    found += syntax_findings(syntax)
     # A script that maps Slurm's task ids to RANK itself (srun, one task per GPU) needs no torchrun.
     if not launches_torchrun(code) and "SLURM_PROCID" not in code:
         runs_cli = _AUTOMODEL_CLI.search(code) is not None
@@ -268,6 +301,7 @@ def check_sbatch(sbatch_text: str, recipe: Mapping[str, Any], *, multi_node: boo
     findings = [at_line(f, f.line or 1) for f in start_up]
     if not judged:
         return findings
+    findings += [at_line(f, line) for f, line in reassignment_findings(sbatch_text)]
     if nodes is not None:
         asked = requested_nodes(sbatch_text)
         if asked is not None and asked[0] != nodes:

@@ -314,6 +314,10 @@ EP_NVLINK = register(
 SBATCH_REJECTED = register(
     "launch-sbatch-rejected", ERROR, SCRIPT,
     "sbatch refuses a script that is empty or blank, lacks a #! first line, holds a NUL or has DOS line breaks")
+ENV_REASSIGNED = register(
+    "launch-env-reassigned", WARNING, SCRIPT,
+    "a variable the launch script sets twice to different values keeps the later one (a launcher.env entry "
+    "overriding the value the plan set)")
 SBATCH_SYNTAX = register(
     "launch-sbatch-syntax", ERROR, SCRIPT, "the launch script must parse as a shell script (bash -n)")
 NO_TORCHRUN = register(

@@ -35,6 +35,7 @@ from automodel_dist.output import WRITTEN_BY_MARKER
 from automodel_dist.planner import Enumerator, memory_limit_gib, plan
 from automodel_dist.problem import Problem, TrainingSpec
 from automodel_dist.rules import registry as r
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets import MEGATRON_BRIDGE
 from automodel_dist.targets.megatron_bridge.choose import (
     cost_options,
@@ -288,7 +289,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         findings += _memory_fit(read.override, spec, cluster, recipe_task(recipe))
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
-                                 sbatch_file=sbatch_file)
+                                 sbatch_file=sbatch_file, syntax=script_syntax(sbatch_text))
     if spec is None:
         findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
                                           path="", hint="pass --model"))

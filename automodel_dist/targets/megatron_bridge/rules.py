@@ -28,6 +28,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.rules import launch
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
+from automodel_dist.shell_syntax import SyntaxResult
 from automodel_dist.targets.megatron_bridge.fields import append_problems, config_fields, key_problems, precision_recipe
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
@@ -745,12 +746,16 @@ DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 SECRETS = ("HF_TOKEN", "GH_TOKEN", "WANDB_API_KEY")
 
 
-def check_sbatch(text: str, *, gpus_per_node: int, multi_node: bool, sbatch_file: str | None = None) -> list[Finding]:
-    """The multi-node card's pitfalls in a script that launches Megatron-Bridge (findings at its lines)."""
-    out: list[Finding] = []
+def check_sbatch(text: str, *, gpus_per_node: int, multi_node: bool, sbatch_file: str | None = None,
+                 syntax: SyntaxResult | None = None) -> list[Finding]:
+    """The multi-node card's pitfalls in a script that launches Megatron-Bridge (findings at its lines), with the
+    script's `bash -n` verdict (`syntax`; None: not judged)."""
 
     def at(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
+
+    out = [at(finding, line) for finding, line in (*launch.syntax_findings(syntax),
+                                                     *launch.reassignment_findings(text))]
 
     code = launch.code_lines(text)
     tasks = launch.tasks_per_node(text)

@@ -3,23 +3,28 @@
 srun-native (megatron-bridge.md §8): one task per GPU (`--ntasks-per-node` = GPUs per node), no torchrun
 inside a task; Megatron-Bridge derives RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from
 Slurm's variables, so the script sets none of them. The container (pyxis/enroot) gets the intent's image
-and mounts plus `--no-container-mount-home` (an srun flag, not an #SBATCH one); HF_HOME, UV_CACHE_DIR and
-NEMO_HOME sit on the shared run folder (never the container-local /root/.cache); secrets come from the
-submitting shell. Every value that reaches the script is validated (names) or shell-quoted (values).
+and mounts plus `--no-container-mount-home` (an srun flag, not an #SBATCH one); HF_HOME and UV_CACHE_DIR sit
+in the intent's `launcher.cache_dir` (mounted at the same path), else with NEMO_HOME on the shared run folder
+(never the container-local /root/.cache); secrets come from the submitting shell. Every value that reaches the
+script is validated (names), shell-quoted (values) or escaped onto one line (comments), and the script must pass
+`bash -n` before it is written.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import sys
 
 from automodel_dist.errors import InputError, ValidationFailed
-from automodel_dist.findings import ERROR, Report
+from automodel_dist.findings import ERROR, WARNING, Report
 from automodel_dist.launch.settings import launcher_settings
+from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets.megatron_bridge.compile import RUNNER, MegatronCompileResult, reads_checkpoint_env
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER
 from automodel_dist.targets.megatron_bridge.rules import check_sbatch
+from automodel_dist.textsafe import one_line
 
 WORKDIR = "/opt/Megatron-Bridge"           # where the NeMo container keeps the checkout
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]+")  # what an #SBATCH line can carry unquoted
@@ -44,13 +49,16 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     problem = result.problem
     cluster = problem.cluster
     nodes, gpus = cluster.nodes, cluster.gpus_per_node
-    settings = launcher_settings(getattr(result.intent, "launcher", None), problem)
+    settings = launcher_settings(getattr(result.intent, "launcher", None), problem, stack="mbridge")
     recipe = _checked_identifier(result.recipe_function, "recipe function")
-    job = _checked_directive(settings.job_name.replace("automodel-", "mbridge-", 1), "job_name")
+    job = _checked_directive(settings.job_name, "job_name")
+    # comments carry user text (the model's and the override file's names) escaped onto one line
     header = [
         "#!/bin/bash",
-        f"# Launch {recipe} ({problem.model.name}) on {nodes} x {gpus} {cluster.gpu.name} with Megatron-Bridge.",
-        f"#   layout {result.layout.short()}; overrides: {overrides_name} (the same key=value pairs as below)",
+        f"# Launch {recipe} ({one_line(problem.model.name)}) on {nodes} x {gpus} {one_line(cluster.gpu.name)} "
+        "with Megatron-Bridge.",
+        f"#   layout {result.layout.short()}; overrides: {one_line(overrides_name)} (the same key=value pairs as "
+        "below)",
         "# Written by automodel-dist compile --target megatron-bridge --launcher slurm. Submit: sbatch <this file>",
         f"#SBATCH --job-name={job}",
         f"#SBATCH --nodes={nodes}",
@@ -70,10 +78,10 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
         "    exit 1",
         "fi",
         "",
-        "# Shared storage every node mounts: the submit folder (caches, NEMO_HOME for packed data).",
+        "# Shared storage every node mounts: the submit folder (NEMO_HOME for packed data; the caches unless the",
+        "# intent's launcher.cache_dir names their folder).",
         "SHARED_DIR=\"${SLURM_SUBMIT_DIR:-$PWD}\"",
-        "export HF_HOME=\"$SHARED_DIR/hf_home\"",
-        "export UV_CACHE_DIR=\"$SHARED_DIR/uv_cache\"",
+        *_cache_exports(settings.cache_dir),
         "export NEMO_HOME=\"$SHARED_DIR/nemo_home\"",
         "",
     ]
@@ -105,7 +113,9 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     ]
     srun = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--export=ALL"]
     if settings.container_image:
-        user_mounts = shlex.quote(",".join(settings.container_mounts) + ",") if settings.container_mounts else ""
+        mounts = [*settings.container_mounts, *([f"{settings.cache_dir}:{settings.cache_dir}"]
+                                                if settings.cache_dir else [])]
+        user_mounts = shlex.quote(",".join(mounts) + ",") if mounts else ""
         srun += [f"--container-image={shlex.quote(settings.container_image)}",
                  f"--container-mounts={user_mounts}\"$SHARED_DIR:$SHARED_DIR\"", f"--container-workdir={WORKDIR}",
                  "--no-container-mount-home"]
@@ -117,9 +127,22 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
     body = ["# One task per GPU; Megatron-Bridge reads its rank, world size and rendezvous from Slurm (no torchrun).",
             " \\\n    ".join(run)]
     script = "\n".join(header + env + body) + "\n"
-    errors = [f for f in check_sbatch(script, gpus_per_node=gpus, multi_node=nodes > 1) if f.severity == ERROR]
+    findings = check_sbatch(script, gpus_per_node=gpus, multi_node=nodes > 1, syntax=script_syntax(script))
+    errors = [f for f in findings if f.severity == ERROR]
     if errors:  # never write a launch the target's own rules reject
         raise ValidationFailed("the launch script breaks " + "; ".join(f"{f.rule}: {f.message}" for f in errors),
                                report=Report(findings=errors))
+    for finding in findings:
+        if finding.severity == WARNING:
+            print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)
     return script
+
+
+def _cache_exports(cache_dir: str | None) -> list[str]:
+    """HF_HOME and UV_CACHE_DIR under the intent's cache folder (quoted, so the launch rules can judge where it
+    lies), else under the shared run folder."""
+    if cache_dir is None:
+        return ["export HF_HOME=\"$SHARED_DIR/hf_home\"", "export UV_CACHE_DIR=\"$SHARED_DIR/uv_cache\""]
+    return [f"export HF_HOME={shlex.quote(cache_dir + '/hf_home')}",
+            f"export UV_CACHE_DIR={shlex.quote(cache_dir + '/uv_cache')}"]
 
