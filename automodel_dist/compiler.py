@@ -160,10 +160,6 @@ def model_id(intent: Intent, problem: Problem) -> str:
     return next((alias.id for alias in preset.aliases if "/" in alias.id), ref)
 
 
-def _pin_where(intent: Intent) -> Any:
-    return lambda name: intent.where(f"parallelism.{name}")
-
-
 def problem_and_base(intent: Intent) -> tuple[Problem, Document | None]:
     """The intent's Problem and its base recipe (loaded once): the base's settings outside the layout
     (reduce dtype, loss, weight dtype, ...) are the estimates' starting point, as the merged recipe runs them."""
@@ -204,7 +200,7 @@ def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str
     result = plan(problem)
     best = result.best
     yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=base,
-                                    pin_where=_pin_where(intent),
+                                    intent_where=intent.where,
                                     model_id=model_id(intent, problem))
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
                          alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,

@@ -188,6 +188,46 @@ def write_intent(tmp_path: Path, pins: str = "") -> Path:
     return path
 
 
+@pytest.mark.parametrize(("base_lines", "intent_lines", "where", "says"), [
+    ("", "model: Qwen/Qwen3-8B\n", "base.yaml:9:3", "loads meta-llama/Llama-3.1-8B"),
+    ("peft:\n  _target_: nemo_automodel.components._peft.lora.PeftConfig\n  dim: 8\n", "", "base.yaml:21:1",
+     "trains LoRA adapters"),
+    ("fp8:\n  enabled: true\n", "", "base.yaml:22:3", "turns FP8 on"),
+    ("", "training: {task: sft, seq_length: 4096, global_batch_size: 128, init: from_scratch}\n", "base.yaml:8:3",
+     "starts pretrained"),
+])
+def test_a_base_that_trains_another_job_than_the_intent_is_bad_input(tmp_path: Path, base_lines: str,
+                                                                      intent_lines: str, where: str, says: str) -> None:
+    """The merge keeps the base's model, LoRA and FP8 settings: where they contradict the intent, the recipe would
+    run one job while its header estimates another."""
+    path = write_intent(tmp_path)
+    (tmp_path / "base.yaml").write_text(BASE + base_lines, encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    for line in intent_lines.splitlines(keepends=True):
+        key = line.split(":", 1)[0]
+        text = "".join(line if old.startswith(key + ":") else old for old in text.splitlines(keepends=True))
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        compile_intent(path)
+    assert err.value.where.endswith(where) and says in str(err.value) and "make them agree" in err.value.hint
+
+
+@pytest.mark.parametrize("intent_lines", [
+    "model: meta-llama/Llama-3.1-8B-Instruct\n",  # the same architecture under another name
+    "training: {task: sft, seq_length: 4096, global_batch_size: 128, precision: fp8}\n",
+])
+def test_a_base_that_agrees_with_the_intent_merges(tmp_path: Path, intent_lines: str) -> None:
+    path = write_intent(tmp_path)
+    (tmp_path / "base.yaml").write_text(BASE + "fp8:\n  enabled: true\n" * ("fp8" in intent_lines),
+                                        encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    key = intent_lines.split(":", 1)[0]
+    path.write_text("".join(intent_lines if old.startswith(key + ":") else old
+                            for old in text.splitlines(keepends=True)), encoding="utf-8")
+    result = compile_intent(path)
+    assert result.recipe["model"]["pretrained_model_name_or_path"] == "meta-llama/Llama-3.1-8B"  # the base's
+
+
 def test_base_recipe_keeps_comments_order_and_its_own_sections(tmp_path: Path) -> None:
     result = compile_intent(write_intent(tmp_path))
     text, recipe = result.yaml, result.recipe

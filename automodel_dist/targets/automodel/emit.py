@@ -13,10 +13,12 @@ and `moe:` blocks, torch schedule names, `dp_size: null`), §6 (`model.backend`)
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from automodel_dist.catalog.models import catalog_model
 from automodel_dist.catalog.specs import ClusterSpec
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, BF16
@@ -73,7 +75,7 @@ PIN_PATHS = {
 }
 SIZE_PINS = ("tp", "pp", "cp", "ep", "dp_replicate")
 
-PinWhere = Callable[[str], str]
+IntentWhere = Callable[[str], str]  # file:line:col of a dotted intent key (Intent.where)
 def pinned_to_one(problem: Problem, name: str) -> bool:
     """The intent pins `name` to a single value: the recipe comment says so, and `estimate` needs it."""
     allowed = getattr(problem.pins, name)
@@ -405,7 +407,7 @@ def load_base(base: Any) -> Document:
     return doc
 
 
-def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWhere | None) -> None:
+def check_base_against_pins(problem: Problem, base: Document, intent_where: IntentWhere | None) -> None:
     """A base value the intent's pins exclude is an InputError naming both places."""
     for name, path in PIN_PATHS.items():
         allowed = getattr(problem.pins, name)
@@ -415,12 +417,50 @@ def check_base_against_pins(problem: Problem, base: Document, pin_where: PinWher
         value = _normalized_pin_value(name, translate_value(to_plain(raw)))
         if value not in allowed:
             pinned = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in allowed)
-            where_pin = pin_where(name) if pin_where else f"parallelism.{name}"
+            where_pin = intent_where(f"parallelism.{name}") if intent_where else f"parallelism.{name}"
             raise InputError(
                 f"base recipe sets {path}: {to_plain(raw)}, but the intent pins parallelism.{name} to {pinned} "
                 f"(at {where_pin})",
                 where=base.where(path),
                 hint=f"make them agree: change {path} in the base recipe or parallelism.{name} in the intent")
+
+
+def check_base_against_intent(problem: Problem, base: Document, intent_where: IntentWhere | None) -> None:
+    """What the base recipe trains must be what the intent describes (the plan and its estimates are for the
+    intent): a base that loads another model, starts from the other initialisation, trains LoRA adapters for
+    another task or turns FP8 on for a bf16 intent is an InputError naming both places. The merge keeps these
+    base keys, so without this check the recipe would run one job and be planned for another."""
+    for base_path, base_says, intent_key, intent_says in _base_clashes(problem, base.data):
+        where_intent = intent_where(intent_key) if intent_where else intent_key
+        raise InputError(
+            f"base recipe {base_says} ({base_path}), but the intent {intent_says} ({intent_key} at {where_intent}): "
+            "the recipe would run one job and be planned for the other",
+            where=base.where(base_path),
+            hint=f"make them agree: change {base_path} in the base recipe or {intent_key} in the intent")
+
+
+def _base_clashes(problem: Problem, data: Any) -> list[tuple[str, str, str, str]]:
+    """(base path, what the base does, intent key, what the intent says) for each disagreement."""
+    training, clashes = problem.training, []
+    _, target = lookup(data, "model._target_")
+    scratch = training.init == "from_scratch"
+    if target in (MODEL_TARGET, SCRATCH_TARGET) and (target == SCRATCH_TARGET) != scratch:
+        base_init = "from_scratch (random weights)" if target == SCRATCH_TARGET else "pretrained (from_pretrained)"
+        clashes.append(("model._target_", f"starts {base_init}", "training.init", f"says {training.init}"))
+    name_path = "model.config.pretrained_model_name_or_path" if target == SCRATCH_TARGET else \
+        "model.pretrained_model_name_or_path"
+    _, name = lookup(data, name_path)
+    named = catalog_model(name) if isinstance(name, str) else None
+    if named is not None and replace(named, name=problem.model.name) != problem.model:
+        clashes.append((name_path, f"loads {one_line(name)}", "model",
+                        f"is {one_line(problem.model.name)}, another architecture"))
+    if lookup(data, "peft")[1] and not training.is_peft:
+        clashes.append(("peft", "trains LoRA adapters", "training.task", f"says {training.task}"))
+    if not runs_fp8(problem):
+        for path in ("fp8.enabled", "model.backend.te_fp8"):
+            if lookup(data, path)[1]:
+                clashes.append((path, "turns FP8 on", "training.precision", f"says {training.precision}"))
+    return clashes
 
 
 def _merge_section(base: CommentedMap, ours: CommentedMap, key: str) -> None:
@@ -475,17 +515,18 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
-                pin_where: PinWhere | None = None,
+                intent_where: IntentWhere | None = None,
                 model_id: str | None = None) -> tuple[str, dict]:
     """(recipe YAML text, the same recipe as a plain mapping).
 
-    `base`: a path, YAML text, mapping or Document to merge into; `pin_where(name)` locates an intent pin;
+    `base`: a path, YAML text, mapping or Document to merge into; `intent_where(dotted)` locates an intent key;
     `model_id`: what `pretrained_model_name_or_path` loads (default: the model's name).
     """
     ours = build_recipe(problem, layout, model_id)
     if base is not None:
         doc = load_base(base)
-        check_base_against_pins(problem, doc, pin_where)
+        check_base_against_pins(problem, doc, intent_where)
+        check_base_against_intent(problem, doc, intent_where)
         data = doc.data if isinstance(doc.data, CommentedMap) else CommentedMap(doc.data)
         data = merge_into_base(data, ours, layout)
     else:
