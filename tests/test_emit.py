@@ -195,6 +195,9 @@ def write_intent(tmp_path: Path, pins: str = "") -> Path:
     ("fp8:\n  enabled: true\n", "", "base.yaml:22:3", "turns FP8 on"),
     ("", "training: {task: sft, seq_length: 4096, global_batch_size: 128, init: from_scratch}\n", "base.yaml:8:3",
      "starts pretrained"),
+    ("peft:\n  _target_: nemo_automodel.components._peft.lora.PeftConfig\n  dim: 8\n",
+     "training: {task: peft, seq_length: 4096, global_batch_size: 128, peft: {rank: 32}}\n", "base.yaml:23:3",
+     "trains rank-8 adapters"),
 ])
 def test_a_base_that_trains_another_job_than_the_intent_is_bad_input(tmp_path: Path, base_lines: str,
                                                                       intent_lines: str, where: str, says: str) -> None:
@@ -215,11 +218,12 @@ def test_a_base_that_trains_another_job_than_the_intent_is_bad_input(tmp_path: P
 @pytest.mark.parametrize("intent_lines", [
     "model: meta-llama/Llama-3.1-8B-Instruct\n",  # the same architecture under another name
     "training: {task: sft, seq_length: 4096, global_batch_size: 128, precision: fp8}\n",
+    "training: {task: peft, seq_length: 4096, global_batch_size: 128}\n",  # the default rank, the base's too
 ])
 def test_a_base_that_agrees_with_the_intent_merges(tmp_path: Path, intent_lines: str) -> None:
     path = write_intent(tmp_path)
-    (tmp_path / "base.yaml").write_text(BASE + "fp8:\n  enabled: true\n" * ("fp8" in intent_lines),
-                                        encoding="utf-8")
+    (tmp_path / "base.yaml").write_text(BASE + "fp8:\n  enabled: true\n" * ("fp8" in intent_lines)
+                                        + "peft:\n  dim: 16\n" * ("peft" in intent_lines), encoding="utf-8")
     text = path.read_text(encoding="utf-8")
     key = intent_lines.split(":", 1)[0]
     path.write_text("".join(intent_lines if old.startswith(key + ":") else old
