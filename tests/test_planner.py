@@ -447,10 +447,13 @@ def test_step_time_floor_bounds_the_step_under_every_option(model: str, base: An
     problem = problem_of(intent(model=model, nodes=16, global_batch_size=1024, seq_length=8192), recipe_options=base)
     shape, gpu = model_shape(problem.model, problem.training), problem.cluster.gpu
     for c in search(problem).candidates[::3]:
+        floors = set()
         for options in option_choices(problem, c.layout):
             floor = step_time_floor(shape, c.layout, problem.training, gpu, options=options)
             assert floor <= estimate_layout(problem, c.layout, options=options).step_time_s * (1 + 1e-12), \
                 c.layout.short()
+            floors.add(floor)
+        assert len(floors) == 1, "one floor for every choice: screen_layout computes it once"
 
 
 @pytest.mark.parametrize(("model", "task", "parallelism"), [

@@ -86,8 +86,9 @@ def screen_layout(problem: Problem, layout: Layout) -> tuple[bool, float, Callab
         return False, math.inf, timed
     if problem.objective == "memory":
         return True, min(fitting), timed
-    ceiling = max(tokens_ceiling(problem, layout, options, shape) for options, _, peak in choices if peak <= limit)
-    return True, -ceiling, timed
+    # the choices differ only in the gradient sync, which the step-time floor does not depend on: one floor serves
+    options = next(options for options, _, peak in choices if peak <= limit)
+    return True, -tokens_ceiling(problem, layout, options, shape), timed
 
 
 # each setting the compiler may write, with the memory breakdown (GiB by part) and peak under it
