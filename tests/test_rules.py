@@ -408,6 +408,10 @@ def test_tp_plan_and_ep_messages_are_automodels() -> None:
     [ep] = [f for f in check_layout(lay(ep=8), model=MIXTRAL) if f.rule == "am-r22-ep-needs-moe"]
     assert ep.automodel_message.startswith("Expert parallelism (ep_size=8) requires a MoE model, but "
                                            "MixtralForCausalLM does not inherit from MoEFSDPSyncMixin")
+    assert ep.message == ("ep_size=8 but mixtral-8x7b runs on Hugging Face's MixtralForCausalLM, which AutoModel "
+                          "cannot expert-shard")
+    [dense] = [f for f in check_layout(lay(ep=2), model=LLAMA_8B) if f.rule == "am-r22-ep-needs-moe"]
+    assert dense.message == "ep_size=2 but llama-3.1-8b is a dense model with no experts"
 
 
 def test_dist_env_timeout_counts_a_partly_filled_node() -> None:
