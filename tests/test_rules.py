@@ -187,6 +187,9 @@ def recipe(changes: dict[str, Any]) -> dict[str, Any]:
 RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = [
     ("am-r1-recipe-target", {"recipe": DELETE}, {}, {}),
     ("am-r1-recipe-target", {"recipe": {"_target_": ""}}, {"recipe": {"_target_": "pkg.Recipe"}}, {}),
+    ("am-recipe-class-unknown", {"recipe": "TrainFinetuneRecipe"}, {"recipe": " TrainEagle3Recipe "}, {}),
+    ("am-recipe-class-unknown", {"recipe": {"_target_": "FinetuneRecipeForVlm"}},
+     {"recipe": {"_target_": "my_pkg.recipes.MyRecipe"}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
      {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
     ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
@@ -412,6 +415,24 @@ def test_tp_plan_and_ep_messages_are_automodels() -> None:
                           "cannot expert-shard")
     [dense] = [f for f in check_layout(lay(ep=2), model=LLAMA_8B) if f.rule == "am-r22-ep-needs-moe"]
     assert dense.message == "ep_size=2 but llama-3.1-8b is a dense model with no experts"
+
+
+def test_an_unknown_recipe_class_names_the_classes_it_may_mean() -> None:
+    [truncated] = [f for f in validate_recipe(recipe({"recipe": "TrainFinetuneRecipe"}), world_size=8).findings
+                   if f.rule == "am-recipe-class-unknown"]
+    assert truncated.severity == ERROR and truncated.path == "recipe"
+    assert "(did you mean 'TrainFinetuneRecipeForNextTokenPrediction' or " in truncated.message
+    [mapped] = [f for f in validate_recipe(recipe({"recipe": {"_target_": "FinetuneRecipeForVlm"}}),
+                                           world_size=8).findings if f.rule == "am-recipe-class-unknown"]
+    assert mapped.path == "recipe._target_" and "(did you mean 'FinetuneRecipeForVLM'?)" in mapped.message
+
+
+def test_recipe_classes_are_the_ones_automodel_resolves() -> None:
+    from nemo_automodel.cli.utils import _discover_recipe_classes
+
+    from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
+
+    assert {name: f"{module}.{name}" for name, module in RECIPE_CLASSES.items()} == _discover_recipe_classes()
 
 
 def test_dist_env_timeout_counts_a_partly_filled_node() -> None:

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
@@ -33,6 +34,7 @@ from automodel_dist.targets.automodel.config import (
     mesh_degree,
     normalize_activation_checkpointing,
 )
+from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
@@ -199,21 +201,44 @@ DISTRIBUTED_OPTIONAL = frozenset({"TrainEagle1Recipe", "TrainEagle2Recipe", "Tra
 _ADD_DISTRIBUTED = "add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)"
 
 
-def _recipe_class(config: Mapping[str, Any]) -> str | None:
-    """The recipe class the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping)."""
-    target = config.get("recipe")
+def _recipe_target(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The recipe target the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping),
+    stripped as AutoModel's CLI strips it, with its dotted key."""
+    target, path = config.get("recipe"), "recipe"
     if isinstance(target, Mapping):
-        target = target.get("_target_")
-    return target.strip().rpartition(".")[2] if isinstance(target, str) and target.strip() else None
+        target, path = target.get("_target_"), "recipe._target_"
+    return (target.strip(), path) if isinstance(target, str) and target.strip() else None
+
+
+def _recipe_class(config: Mapping[str, Any]) -> str | None:
+    """The recipe class's bare name (the last part of a dotted path)."""
+    target = _recipe_target(config)
+    return target[0].rpartition(".")[2] if target else None
+
+
+def _recipe_suggestion(name: str) -> str:
+    """The classes a truncated name begins (`TrainFinetuneRecipe`), else the closest spellings."""
+    truncated = [c for c in RECIPE_CLASSES if c.lower().startswith(name.lower())]
+    return did_you_mean(name, truncated, n=3, cutoff=0) if truncated else did_you_mean(name, RECIPE_CLASSES, n=3)
 
 
 def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
-    if _recipe_class(config) is None:
+    target = _recipe_target(config)
+    if target is None:
         out.append(r.RECIPE_TARGET.finding(
             "the recipe does not name its recipe class (top-level `recipe:`): the `automodel` CLI will refuse it",
             hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction` (not needed when a recipe script "
                  "is run with -c)",
             automodel_message="YAML config must specify a recipe target."))
+        return
+    name, path = target
+    if "." not in name and name not in RECIPE_CLASSES:  # AutoModel resolves only a bare name, a dotted path as is
+        suggestion = _recipe_suggestion(name)
+        out.append(r.RECIPE_CLASS.finding(
+            f"unknown recipe class {name!r}{suggestion}: the `automodel` CLI exits at start-up",
+            hint="name one of AutoModel 0.7.0's recipe classes, e.g. TrainFinetuneRecipeForNextTokenPrediction, "
+                 "or give your own class's full dotted path", path=path,
+            automodel_message=f"Unknown recipe class '{name}'. Available short names:"))
 
 
 def _check_strategy(dist: Mapping[str, Any], out: list[Finding]) -> str | None:

@@ -203,6 +203,10 @@ EP_LEAVES_NVLINK = register(
 RECIPE_TARGET = register(
     "am-r1-recipe-target", WARNING, "recipe",
     "the `automodel` CLI needs the recipe class in `recipe:` (a recipe script run with -c does not)", automodel=("R1",))
+RECIPE_CLASS = register(
+    "am-recipe-class-unknown", ERROR, "recipe",
+    "a bare class name in `recipe:` must be one of AutoModel's recipe classes (the `automodel` CLI exits 1 at "
+    "start-up otherwise)")
 ENV_VAR = register(
     "am-r2-env-var", WARNING, "",
     "every ${VAR} without a default must be set where the job starts (a warning: the launch environment may "
