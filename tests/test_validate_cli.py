@@ -261,9 +261,11 @@ def test_diffusion_recipes_are_out_of_scope_not_rejected(tmp_path: Path) -> None
 
 def test_memory_fit_remedy_is_real(tmp_path: Path) -> None:
     """With --gpu the cost model judges the fit, and the remedy it names makes the recipe fit."""
-    text = ("recipe: X\nmodel:\n  pretrained_model_name_or_path: Qwen/Qwen3-32B\ndistributed:\n  tp_size: 2\n"
-            "  cp_size: 2\n  activation_checkpointing: true\nstep_scheduler:\n  global_batch_size: 16\n"
-            "  local_batch_size: 2\npacked_sequence:\n  packed_sequence_size: 4096\n")
+    text = ("recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
+            "model:\n  pretrained_model_name_or_path: Qwen/Qwen3-32B\n"
+            "distributed:\n  tp_size: 2\n  cp_size: 2\n  activation_checkpointing: true\n"
+            "step_scheduler:\n  global_batch_size: 16\n  local_batch_size: 2\n"
+            "packed_sequence:\n  packed_sequence_size: 4096\n")
     [finding] = validate_recipe(write(tmp_path, text), world_size=8, gpu="h100-80gb").errors
     assert finding.rule == "memory-fit" and "defer_fsdp_grad_sync: false" in finding.hint
     fixed = text.replace("  activation_checkpointing: true\n",
