@@ -26,6 +26,8 @@ from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
     COMMON_KEYS,
+    MOCK_DATASET_BATCH_DEFAULT,
+    MOCK_DATASET_TARGET,
     MOE_KEYS,
     PIPELINE_KEYS,
     STRATEGY_KEYS,
@@ -116,6 +118,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
+    _check_mock_batch(as_mapping(config.get("dataset")), as_mapping(config.get("step_scheduler")), out)
     _check_packing(as_mapping(config.get("packed_sequence")), out)
     _check_checkpoint(as_mapping(config.get("checkpoint")), out)
     _check_dist_env(as_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
@@ -577,6 +580,27 @@ def _check_step_scheduler(steps: Mapping[str, Any], out: list[Finding]) -> None:
             f"step_scheduler.{key}={value} must be {'positive' if lowest == 1 else 'non-negative'}",
             path=f"step_scheduler.{key}", hint=f"use a value >= {lowest}" + (" or null" if nullable else ""),
             automodel_message=f"{automodel}, got {value}"))
+
+
+def _positive_int(value: Any) -> bool:
+    """A size that can be compared (other values are judged by the rules that own them)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_mock_batch(dataset: Mapping[str, Any], steps: Mapping[str, Any], out: list[Finding]) -> None:
+    """The mock dataset's batches are what a step trains on: a batch_size other than local_batch_size trains
+    another global batch than the recipe states (and a pipeline's stages, shaped for local_batch_size, fail)."""
+    local = steps.get("local_batch_size")
+    if dataset.get("_target_") != MOCK_DATASET_TARGET or not _positive_int(local):
+        return
+    rows = dataset.get("batch_size", MOCK_DATASET_BATCH_DEFAULT)
+    if not _positive_int(rows) or rows == local:
+        return
+    given = "" if "batch_size" in dataset else " (its default)"
+    out.append(r.MOCK_BATCH_SIZE.finding(
+        f"dataset.batch_size={rows}{given} but step_scheduler.local_batch_size={local}: MockIterableDataset yields "
+        f"{rows}-row batches, so each forward/backward trains on {rows} instead of {local}",
+        hint=f"set dataset.batch_size: {local} (the DataLoader's batch_size stays null)"))
 
 
 def _check_packing(packing: Mapping[str, Any], out: list[Finding]) -> None:

@@ -269,6 +269,9 @@ MOK_CONFIG = register(
 STEP_SCHEDULER_POSITIVE = register(
     "am-r39-step-scheduler-positive", ERROR, "step_scheduler",
     "step_scheduler batch sizes and step counts must be positive", automodel=("R39",))
+MOCK_BATCH_SIZE = register(
+    "am-mock-batch-size", ERROR, "dataset.batch_size",
+    "MockIterableDataset yields batches of its own batch_size, which must equal step_scheduler.local_batch_size")
 PACKING_STRATEGY = register(
     "am-r40-packing-strategy", ERROR, "packed_sequence.packing_strategy",
     "packing_strategy is thd, neat or a dotted path", automodel=("R40",))

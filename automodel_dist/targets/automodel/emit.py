@@ -33,6 +33,7 @@ from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
+    MOCK_DATASET_TARGET,
     RECIPE_SECTIONS,
     STRATEGY_KEYS,
     canonical_strategy,
@@ -50,7 +51,6 @@ MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 SCRATCH_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_config"  # random weights from the architecture
 CONFIG_TARGET = "transformers.AutoConfig.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
-MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
