@@ -469,8 +469,9 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
             if not isinstance(target.get("timeout_minutes"), int) or target["timeout_minutes"] < source[
                     "timeout_minutes"]:
                 _merge_section(target, source, "timeout_minutes")
-        elif section == "dataset" and "batch_size" in target:
-            _merge_section(target, source, "batch_size")
+        elif section == "dataset" and "batch_size" in source and (
+                "batch_size" in target or target.get("_target_") == MOCK_DATASET_TARGET):
+            _merge_section(target, source, "batch_size")  # the mock's batches are the local batch
     return base
 
 
