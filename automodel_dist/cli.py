@@ -48,6 +48,11 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
+def _aliased(aliases: dict[str, str]) -> Callable[[str], str]:
+    """An argument type that reads an obvious alias as the name it stands for (argparse then checks choices)."""
+    return lambda text: aliases.get(text, text)
+
+
 def _warn_of_memory_risk(result: CompileResult) -> None:
     """Say on stderr when the measured memory error of runs like the winner could take its peak past the GPU's
     memory (the recipe's header says it too): the plan holds only within the intent's headroom."""
@@ -316,13 +321,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_dry_run)
 
     p = sub.add_parser("schema", help="print a JSON Schema, or write both for an editor to use")
-    p.add_argument("which", nargs="?", choices=("intent", "recipe"))
+    p.add_argument("which", nargs="?", choices=("intent", "recipe"), metavar="SCHEMA",
+                   help="intent or recipe (both when --write is given without one)")
     p.add_argument("--write", metavar="DIR", help="write the schema files (both unless one is named) into DIR")
     p.add_argument("--force", action="store_true", help="replace schema files in DIR that automodel-dist did not write")
     p.set_defaults(func=_cmd_schema)
 
     p = sub.add_parser("presets", help="list model or hardware presets")
-    p.add_argument("which", choices=("models", "hardware"))
+    p.add_argument("which", choices=("models", "hardware"), metavar="KIND",
+                   type=_aliased({"model": "models", "gpus": "hardware", "gpu": "hardware"}),
+                   help="models, or hardware (the GPU presets; gpus also works)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_presets)
     return parser

@@ -73,6 +73,7 @@ class CompileResult:
     considered: int
     feasible: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
+    dropped_count: int = 0  # layouts the rules dropped, each once (`Plan.dropped_count`)
 
     @property
     def writes(self) -> str:
@@ -125,6 +126,7 @@ class CompileResult:
                              for c in self.alternatives],
             "pruned": self.pruned,
             "considered": self.considered,
+            "dropped": self.dropped_count,
             "feasible": self.feasible,
         }
 
@@ -204,7 +206,8 @@ def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str
                                     model_id=model_id(intent, problem))
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
                          alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,
-                         considered=result.considered, feasible=result.feasible, reasons=result.reasons)
+                         considered=result.considered, feasible=result.feasible, reasons=result.reasons,
+                         dropped_count=result.dropped_count)
 
 
 def require_pins(problem: Problem, required: Iterable[str], intent: Intent | None) -> None:

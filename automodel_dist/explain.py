@@ -121,6 +121,7 @@ def explain_json(result: CompileResult, top: int) -> dict[str, Any]:
         "world_size": problem.cluster.world_size,
         "objective": problem.objective,
         "considered": result.considered,
+        "dropped": result.dropped_count,
         "feasible": result.feasible,
         "winner": _candidate_json(Candidate(result.layout, result.estimate)),
         "alternatives": [_candidate_json(c) for c in result.alternatives[:top]],
@@ -203,13 +204,12 @@ def headline(result: CompileResult) -> tuple[str, str]:
     """The problem in one line, and the search in another (the text and the HTML report open with them)."""
     problem = result.problem
     cluster, training = problem.cluster, problem.training
-    dropped = sum(result.pruned.values())
     return (
         f"{problem.model.name} on {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
         f"({cluster.world_size} GPUs, {cluster.gpu.hbm_gib:g} GiB each); {training.task}, seq {training.seq_length}, "
         f"global batch {training.global_batch_size}, {training.precision}; objective: {problem.objective}; "
         f"writes {result.writes}",
-        f"{result.considered} layouts considered: {dropped} dropped by rules, {result.feasible} fit with "
+        f"{result.considered} layouts considered: {result.dropped_count} dropped by rules, {result.feasible} fit with "
         f"{problem.memory_headroom:.0%} headroom; showing the best of each distinct structure",
     )
 

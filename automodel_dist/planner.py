@@ -79,6 +79,11 @@ class Plan:
     feasible: int = 0
     dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
 
+    @property
+    def dropped_count(self) -> int:
+        """Layouts the rules dropped, each once however many rules it broke (`pruned` counts per rule)."""
+        return len(self.dropped)
+
 
 @dataclass
 class Search:

@@ -339,7 +339,8 @@ def _schema_findings(config: Mapping[str, Any], findings: list[Finding]) -> list
 
     # A finding covers its own key and, below the top level, everything under it (a rule that judged
     # `distributed.pipeline` already said what is wrong inside it); a top-level path covers only itself.
-    covered = {split_path(f.path) for f in findings if f.path}
+    # A skipped-check note judged nothing, so it covers nothing.
+    covered = {split_path(f.path) for f in findings if f.path and f.rule != r.SKIPPED.id}
     out = []
     for issue in schema_issues(Document(data=_schema_view(config), filename="<recipe>"), RECIPE_SCHEMA):
         if any(issue.path == p or (len(p) > 1 and issue.path[:len(p)] == p) for p in covered):

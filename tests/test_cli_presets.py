@@ -70,11 +70,28 @@ def test_output_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["presets", "gpus"], ["presets", "models", "--format", "yaml"], ["presets"]):
+    for argv in (["presets", "gpsu"], ["presets", "models", "--format", "yaml"], ["presets"]):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
         assert "invalid choice" in capsys.readouterr().err or argv == ["presets"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["presets", "gpsu"], "argument KIND: invalid choice: 'gpsu' (choose from 'models', 'hardware')"),
+    (["schema", "intnet"], "argument SCHEMA: invalid choice: 'intnet' (choose from 'intent', 'recipe')"),
+])
+def test_a_bad_choice_names_the_argument_as_usage_shows_it(argv: list[str], says: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert says in err and "argument which" not in err
+
+
+@pytest.mark.parametrize(("alias", "kind"), [("gpus", "hardware"), ("gpu", "hardware"), ("model", "models")])
+def test_obvious_aliases_list_the_same_presets(alias: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(capsys, alias) == _run(capsys, kind)
 
 
 def test_render_presets_rejects_unknown_kind_and_format() -> None:

@@ -257,6 +257,26 @@ def test_base_recipe_keeps_comments_order_and_its_own_sections(tmp_path: Path) -
     assert parse_recipe(recipe, world_size=8, model=result.problem.model) == result.layout
 
 
+@pytest.mark.parametrize("rows", ["", "  batch_size: 3\n"])
+def test_a_base_mock_dataset_yields_the_local_batch(tmp_path: Path, rows: str) -> None:
+    """MockIterableDataset's batch_size (default 1) is the batch a step trains on: the compiler sets it."""
+    from automodel_dist.validate import validate_recipe
+
+    base = tmp_path / "base.yaml"
+    base.write_text("recipe: TrainFinetuneRecipeForNextTokenPrediction\ndataset:\n  _target_: "
+                    "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset\n"
+                    f"  seq_len: 4096\n{rows}", encoding="utf-8")
+    intent = tmp_path / "intent.yaml"
+    intent.write_text("model: meta-llama/Llama-3.1-8B\nhardware: {gpu: h100-80gb, nodes: 1}\n"
+                      "training: {task: sft, seq_length: 4096, global_batch_size: 128}\nbase_recipe: base.yaml\n",
+                      encoding="utf-8")
+    result = compile_intent(intent)
+    assert result.layout.local_batch_size > 1
+    assert result.recipe["dataset"]["batch_size"] == result.layout.local_batch_size
+    findings = validate_recipe(result.yaml, world_size=8).findings
+    assert "am-mock-batch-size" not in {f.rule for f in findings}
+
+
 def test_base_value_contradicting_a_pin_names_both_places(tmp_path: Path) -> None:
     path = write_intent(tmp_path, "parallelism:\n  tp: 2\n")
     with pytest.raises(InputError) as err:

@@ -41,6 +41,24 @@ def test_json_carries_the_same_facts() -> None:
     assert set(data["pruned_examples"]) == set(result.pruned)
 
 
+def test_a_layout_breaking_several_rules_is_dropped_once() -> None:
+    """`pruned` counts a layout under each rule it broke; the headlines count layouts (text, JSON, HTML)."""
+    from automodel_dist.explain import explain_json
+    from automodel_dist.html_report.ranking import ranking_view
+    from automodel_dist.planner import plan
+
+    result = compile_intent(INTENT)
+    dropped = plan(result.problem).dropped
+    assert result.dropped_count == len(dropped) == len({layout for layout, _ in dropped})
+    assert result.dropped_count < sum(result.pruned.values())  # this intent has layouts breaking several rules
+    assert result.dropped_count + result.feasible <= result.considered
+    assert f"{result.considered} layouts considered: {result.dropped_count} dropped by rules" in render_explain(
+        result, top=3)
+    data = explain_json(result, top=3)
+    assert data["dropped"] == result.dropped_count
+    assert f"{result.dropped_count:,} dropped by rules" in ranking_view(data, "why", "legend")
+
+
 def test_cli_explain(tmp_path: Any, capsys: Any) -> None:
     path = tmp_path / "intent.yaml"
     path.write_text("model: Qwen/Qwen3-8B\nhardware: {gpu: h100-80gb, nodes: 1}\n"

@@ -164,6 +164,8 @@ BASE = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
         "distributed": {"strategy": "fsdp2"},
         "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
 DELETE = object()
+MOCK_DATASET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
+MOCK_SAMPLES = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"  # samples the loader batches
 PIPE = {"distributed.pp_size": 2, "step_scheduler.local_batch_size": 4}
 CP_PACKED = {"distributed.cp_size": 2, "packed_sequence.packed_sequence_size": 4096}
 KD_SPLIT = {"separate_meshes": True, "distributed.dp_size": 4, "teacher_distributed": {"dp_size": 2, "tp_size": 2}}
@@ -187,6 +189,9 @@ def recipe(changes: dict[str, Any]) -> dict[str, Any]:
 RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = [
     ("am-r1-recipe-target", {"recipe": DELETE}, {}, {}),
     ("am-r1-recipe-target", {"recipe": {"_target_": ""}}, {"recipe": {"_target_": "pkg.Recipe"}}, {}),
+    ("am-recipe-class-unknown", {"recipe": "TrainFinetuneRecipe"}, {"recipe": " TrainEagle3Recipe "}, {}),
+    ("am-recipe-class-unknown", {"recipe": {"_target_": "FinetuneRecipeForVlm"}},
+     {"recipe": {"_target_": "my_pkg.recipes.MyRecipe"}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
      {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
     ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
@@ -270,6 +275,10 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("dist-env-timeout-value", {"dist_env.timeout_minutes": "soon"}, {"dist_env.timeout_minutes": "10"}, {}),
     ("ddp-dp-size-ignored", {"distributed.strategy": "ddp", "distributed.dp_size": 4},
      {"distributed.strategy": "ddp", "distributed.dp_size": None}, {}),
+    ("am-mock-batch-size", {"dataset": {"_target_": MOCK_DATASET, "batch_size": 8}},
+     {"dataset": {"_target_": MOCK_DATASET, "batch_size": 1}}, {}),
+    ("am-mock-batch-size", {"dataset": {"_target_": MOCK_DATASET}, "step_scheduler.local_batch_size": 2},
+     {"dataset": {"_target_": MOCK_SAMPLES, "batch_size": 8}, "step_scheduler.local_batch_size": 2}, {}),
     ("schema", {"dist_env.backend": 5}, {"dist_env.backend": "nccl"}, {}),
     ("memory-fit", {"step_scheduler.local_batch_size": 8, "packed_sequence.packed_sequence_size": 8192},
      {"step_scheduler.local_batch_size": 1, "step_scheduler.global_batch_size": 8,
@@ -408,6 +417,36 @@ def test_tp_plan_and_ep_messages_are_automodels() -> None:
     [ep] = [f for f in check_layout(lay(ep=8), model=MIXTRAL) if f.rule == "am-r22-ep-needs-moe"]
     assert ep.automodel_message.startswith("Expert parallelism (ep_size=8) requires a MoE model, but "
                                            "MixtralForCausalLM does not inherit from MoEFSDPSyncMixin")
+    assert ep.message == ("ep_size=8 but mixtral-8x7b runs on Hugging Face's MixtralForCausalLM, which AutoModel "
+                          "cannot expert-shard")
+    [dense] = [f for f in check_layout(lay(ep=2), model=LLAMA_8B) if f.rule == "am-r22-ep-needs-moe"]
+    assert dense.message == "ep_size=2 but llama-3.1-8b is a dense model with no experts"
+
+
+def test_an_unknown_recipe_class_names_the_classes_it_may_mean() -> None:
+    [truncated] = [f for f in validate_recipe(recipe({"recipe": "TrainFinetuneRecipe"}), world_size=8).findings
+                   if f.rule == "am-recipe-class-unknown"]
+    assert truncated.severity == ERROR and truncated.path == "recipe"
+    assert "(did you mean 'TrainFinetuneRecipeForNextTokenPrediction' or " in truncated.message
+    [mapped] = [f for f in validate_recipe(recipe({"recipe": {"_target_": "FinetuneRecipeForVlm"}}),
+                                           world_size=8).findings if f.rule == "am-recipe-class-unknown"]
+    assert mapped.path == "recipe._target_" and "(did you mean 'FinetuneRecipeForVLM'?)" in mapped.message
+
+
+def test_recipe_classes_are_the_ones_automodel_resolves() -> None:
+    from nemo_automodel.cli.utils import _discover_recipe_classes
+
+    from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
+
+    assert {name: f"{module}.{name}" for name, module in RECIPE_CLASSES.items()} == _discover_recipe_classes()
+
+
+def test_mock_batch_size_names_both_sizes_and_the_default() -> None:
+    [finding] = [f for f in validate_recipe(recipe({"dataset": {"_target_": MOCK_DATASET},
+                                                    "step_scheduler.local_batch_size": 2}), world_size=8).findings
+                 if f.rule == "am-mock-batch-size"]
+    assert finding.message.startswith("dataset.batch_size=1 (its default) but step_scheduler.local_batch_size=2")
+    assert finding.hint.startswith("set dataset.batch_size: 2") and finding.path == "dataset.batch_size"
 
 
 def test_dist_env_timeout_counts_a_partly_filled_node() -> None:

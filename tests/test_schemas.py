@@ -171,6 +171,28 @@ def test_values_automodel_lower_cases_are_accepted_in_any_case(key: str, value: 
     assert errors({"distributed": {key: value}}) == []
 
 
+@pytest.mark.parametrize(("bad", "good", "dotted", "severity"), [
+    # moe/layers.py compares dispatcher and experts as written: a capital falls back to other experts
+    ({"dispatcher": "HybridEP"}, {"dispatcher": "hybridep"}, "model.backend.dispatcher", WARNING),
+    ({"dispatcher": "DeepEP"}, {"dispatcher": "deepep"}, "model.backend.dispatcher", WARNING),
+    ({"experts": "Torch_MM"}, {"experts": "torch_mm"}, "model.backend.experts", WARNING),
+    ({"attn": "SDPA"}, {"attn": "sdpa"}, "model.backend.attn", WARNING),
+    # BackendConfig / MoKBackendConfig / CudaGraphConfig raise on a name they do not know
+    ({"sparse_attn": "Generic"}, {"sparse_attn": "generic"}, "model.backend.sparse_attn", ERROR),
+    ({"mok": {"precision": "BF16"}}, {"mok": {"precision": "bf16"}}, "model.backend.mok.precision", ERROR),
+    ({"cuda_graph": {"modules": ["Attn"]}}, {"cuda_graph": {"modules": ["attn"]}},
+     "model.backend.cuda_graph.modules.0", ERROR),
+])
+def test_backend_names_automodel_compares_as_written_are_lower_case(bad: dict[str, Any], good: dict[str, Any],
+                                                                   dotted: str, severity: str) -> None:
+    def issues(backend: dict[str, Any]) -> list[tuple[str, str]]:
+        model = {"_target_": "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained", "backend": backend}
+        return [(i.severity, i.dotted) for i in recipe_issues({**BASE, "model": model})]
+
+    assert issues(bad) == [(severity, dotted)]
+    assert issues(good) == []
+
+
 def test_schedule_names_follow_torch_not_the_docstring() -> None:
     for good in ("1f1b", "Interleaved1F1B", "gpipe", "ZBVZeroBubble", "dualpipev"):
         assert errors({"distributed": {"pp_size": 2, "pipeline": {"pp_schedule": good}}}) == []

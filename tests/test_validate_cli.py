@@ -261,9 +261,11 @@ def test_diffusion_recipes_are_out_of_scope_not_rejected(tmp_path: Path) -> None
 
 def test_memory_fit_remedy_is_real(tmp_path: Path) -> None:
     """With --gpu the cost model judges the fit, and the remedy it names makes the recipe fit."""
-    text = ("recipe: X\nmodel:\n  pretrained_model_name_or_path: Qwen/Qwen3-32B\ndistributed:\n  tp_size: 2\n"
-            "  cp_size: 2\n  activation_checkpointing: true\nstep_scheduler:\n  global_batch_size: 16\n"
-            "  local_batch_size: 2\npacked_sequence:\n  packed_sequence_size: 4096\n")
+    text = ("recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
+            "model:\n  pretrained_model_name_or_path: Qwen/Qwen3-32B\n"
+            "distributed:\n  tp_size: 2\n  cp_size: 2\n  activation_checkpointing: true\n"
+            "step_scheduler:\n  global_batch_size: 16\n  local_batch_size: 2\n"
+            "packed_sequence:\n  packed_sequence_size: 4096\n")
     [finding] = validate_recipe(write(tmp_path, text), world_size=8, gpu="h100-80gb").errors
     assert finding.rule == "memory-fit" and "defer_fsdp_grad_sync: false" in finding.hint
     fixed = text.replace("  activation_checkpointing: true\n",
@@ -316,17 +318,24 @@ def test_schema_needs_a_name_or_a_folder(tmp_path: Path, capsys: pytest.CaptureF
     assert "cannot write" in capsys.readouterr().err
 
 
-def test_deepep_is_judged_against_a_gpu_only_when_one_is_given(tmp_path: Path) -> None:
-    """Without --gpu the GPU is nominal (no compute capability): the dispatcher is noted as unchecked, not
-    called unable to run; with a GB200 rack it is the rule's warning, with H100 nodes nothing."""
+def moe_recipe(tmp_path: Path, dispatcher: str) -> Path:
+    """Qwen3-30B-A3B on 16 GPUs with EP=16 and the given MoE dispatcher."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
         "recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
         "model:\n  _target_: nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained\n"
         "  pretrained_model_name_or_path: Qwen/Qwen3-30B-A3B\n"
-        "  backend:\n    _target_: nemo_automodel.components.models.common.BackendConfig\n    dispatcher: deepep\n"
+        "  backend:\n    _target_: nemo_automodel.components.models.common.BackendConfig\n"
+        f"    dispatcher: {dispatcher}\n"
         "distributed:\n  strategy: fsdp2\n  ep_size: 16\n"
         "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n", encoding="utf-8")
+    return recipe
+
+
+def test_deepep_is_judged_against_a_gpu_only_when_one_is_given(tmp_path: Path) -> None:
+    """Without --gpu the GPU is nominal (no compute capability): the dispatcher is noted as unchecked, not
+    called unable to run; with a GB200 rack it is the rule's warning, with H100 nodes nothing."""
+    recipe = moe_recipe(tmp_path, "deepep")
 
     def rules(gpu: str | None, gpus_per_node: int) -> set[str]:
         report = validate_recipe(recipe, world_size=16, gpus_per_node=gpus_per_node, gpu=gpu)
@@ -335,3 +344,16 @@ def test_deepep_is_judged_against_a_gpu_only_when_one_is_given(tmp_path: Path) -
     assert "moe-dispatcher-gpu" not in rules(None, 8)
     assert "moe-dispatcher-gpu" not in rules("h100-80gb", 8)
     assert "moe-dispatcher-gpu" in rules("gb200-nvl72", 4)
+
+
+@pytest.mark.parametrize("gpu", [None, "h100-80gb"])
+def test_a_skipped_note_does_not_hide_the_schema_warning_at_its_key(tmp_path: Path, gpu: str | None) -> None:
+    """The no-GPU note at model.backend.dispatcher judged nothing: an unknown dispatcher is still a warning."""
+    def found(dispatcher: str) -> set[tuple[str, str, str]]:
+        report = validate_recipe(moe_recipe(tmp_path, dispatcher), world_size=16, gpu=gpu)
+        return {(f.rule, f.severity, f.path) for f in report.findings}
+
+    unknown = found("hybrid_ep")
+    assert ("schema", "warning", "model.backend.dispatcher") in unknown
+    assert (("skipped", "note", "model.backend.dispatcher") in unknown) == (gpu is None)
+    assert ("schema", "warning", "model.backend.dispatcher") not in found("hybridep")

@@ -39,10 +39,10 @@ _POSITIVE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_key
                     "vocab_size")
 
 
-def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str:
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
     """' (did you mean X?)' for the closest choices (case-insensitive), or '' when none is close."""
     by_lower = {choice.lower(): choice for choice in sorted(choices)}
-    close = difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.6)
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=cutoff)
     return " (did you mean " + " or ".join(repr(by_lower[c]) for c in close) + "?)" if close else ""
 
 

@@ -63,8 +63,7 @@ def ranking_view(explain: dict[str, Any], why: str, legend: str) -> str:
     best_tps = max(c["estimate"]["tokens_per_s_per_gpu"] for _, c in rows)
     head = "".join(('<th class="num">' if numeric else "<th>") + f"{name}</th>" for name, numeric in HEADERS)
     body = "".join(_row(rank, c, best_tps) for rank, c in rows)
-    dropped = sum(explain["pruned"].values())
-    summary = (f'{explain["considered"]:,} layouts considered, {dropped:,} dropped by rules, '
+    summary = (f'{explain["considered"]:,} layouts considered, {explain["dropped"]:,} dropped by rules, '
                f'{explain["feasible"]:,} fit; the best of each distinct structure is shown '
                f'(objective: {esc(explain["objective"])}).')
     return (f'<p>{summary} <strong>Why the winner won:</strong> {esc(why)}.</p>'

@@ -320,10 +320,10 @@ def _check_model(layout: Layout, model: ModelSpec, out: list[Finding]) -> None:
     if ep > 1 and layout.strategy == "fsdp2":
         ep_capable = cls.moe_mixin if cls is not None else model.is_moe
         if not ep_capable:
-            what = "a dense model with no experts" if not model.is_moe else (
+            what = "is a dense model with no experts" if not model.is_moe else (
                 f"runs on Hugging Face's {cls.name if cls else 'class'}, which AutoModel cannot expert-shard")
             out.append(r.EP_NEEDS_MOE.finding(
-                f"ep_size={ep} but {model.name} is {what}",
+                f"ep_size={ep} but {model.name} {what}",
                 hint="set distributed.ep_size: 1 (the experts are then FSDP-sharded like the other weights)",
                 automodel_message=ep_moe_message(ep, cls.name if cls else model.name)))
         elif model.num_routed_experts % ep:

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.findings import WARNING, Finding
 from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
@@ -25,6 +26,8 @@ from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
     COMMON_KEYS,
+    MOCK_DATASET_BATCH_DEFAULT,
+    MOCK_DATASET_TARGET,
     MOE_KEYS,
     PIPELINE_KEYS,
     STRATEGY_KEYS,
@@ -33,6 +36,7 @@ from automodel_dist.targets.automodel.config import (
     mesh_degree,
     normalize_activation_checkpointing,
 )
+from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
@@ -114,6 +118,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
+    _check_mock_batch(as_mapping(config.get("dataset")), as_mapping(config.get("step_scheduler")), out)
     _check_packing(as_mapping(config.get("packed_sequence")), out)
     _check_checkpoint(as_mapping(config.get("checkpoint")), out)
     _check_dist_env(as_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
@@ -199,21 +204,44 @@ DISTRIBUTED_OPTIONAL = frozenset({"TrainEagle1Recipe", "TrainEagle2Recipe", "Tra
 _ADD_DISTRIBUTED = "add `distributed: {strategy: fsdp2}` (sizes default to 1, dp is inferred)"
 
 
-def _recipe_class(config: Mapping[str, Any]) -> str | None:
-    """The recipe class the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping)."""
-    target = config.get("recipe")
+def _recipe_target(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The recipe target the top-level `recipe:` names (a class name, a dotted path or a `_target_` mapping),
+    stripped as AutoModel's CLI strips it, with its dotted key."""
+    target, path = config.get("recipe"), "recipe"
     if isinstance(target, Mapping):
-        target = target.get("_target_")
-    return target.strip().rpartition(".")[2] if isinstance(target, str) and target.strip() else None
+        target, path = target.get("_target_"), "recipe._target_"
+    return (target.strip(), path) if isinstance(target, str) and target.strip() else None
+
+
+def _recipe_class(config: Mapping[str, Any]) -> str | None:
+    """The recipe class's bare name (the last part of a dotted path)."""
+    target = _recipe_target(config)
+    return target[0].rpartition(".")[2] if target else None
+
+
+def _recipe_suggestion(name: str) -> str:
+    """The classes a truncated name begins (`TrainFinetuneRecipe`), else the closest spellings."""
+    truncated = [c for c in RECIPE_CLASSES if c.lower().startswith(name.lower())]
+    return did_you_mean(name, truncated, n=3, cutoff=0) if truncated else did_you_mean(name, RECIPE_CLASSES, n=3)
 
 
 def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
-    if _recipe_class(config) is None:
+    target = _recipe_target(config)
+    if target is None:
         out.append(r.RECIPE_TARGET.finding(
             "the recipe does not name its recipe class (top-level `recipe:`): the `automodel` CLI will refuse it",
             hint="add e.g. `recipe: TrainFinetuneRecipeForNextTokenPrediction` (not needed when a recipe script "
                  "is run with -c)",
             automodel_message="YAML config must specify a recipe target."))
+        return
+    name, path = target
+    if "." not in name and name not in RECIPE_CLASSES:  # AutoModel resolves only a bare name, a dotted path as is
+        suggestion = _recipe_suggestion(name)
+        out.append(r.RECIPE_CLASS.finding(
+            f"unknown recipe class {name!r}{suggestion}: the `automodel` CLI exits at start-up",
+            hint="name one of AutoModel 0.7.0's recipe classes, e.g. TrainFinetuneRecipeForNextTokenPrediction, "
+                 "or give your own class's full dotted path", path=path,
+            automodel_message=f"Unknown recipe class '{name}'. Available short names:"))
 
 
 def _check_strategy(dist: Mapping[str, Any], out: list[Finding]) -> str | None:
@@ -552,6 +580,27 @@ def _check_step_scheduler(steps: Mapping[str, Any], out: list[Finding]) -> None:
             f"step_scheduler.{key}={value} must be {'positive' if lowest == 1 else 'non-negative'}",
             path=f"step_scheduler.{key}", hint=f"use a value >= {lowest}" + (" or null" if nullable else ""),
             automodel_message=f"{automodel}, got {value}"))
+
+
+def _positive_int(value: Any) -> bool:
+    """A size that can be compared (other values are judged by the rules that own them)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_mock_batch(dataset: Mapping[str, Any], steps: Mapping[str, Any], out: list[Finding]) -> None:
+    """The mock dataset's batches are what a step trains on: a batch_size other than local_batch_size trains
+    another global batch than the recipe states (and a pipeline's stages, shaped for local_batch_size, fail)."""
+    local = steps.get("local_batch_size")
+    if dataset.get("_target_") != MOCK_DATASET_TARGET or not _positive_int(local):
+        return
+    rows = dataset.get("batch_size", MOCK_DATASET_BATCH_DEFAULT)
+    if not _positive_int(rows) or rows == local:
+        return
+    given = "" if "batch_size" in dataset else " (its default)"
+    out.append(r.MOCK_BATCH_SIZE.finding(
+        f"dataset.batch_size={rows}{given} but step_scheduler.local_batch_size={local}: MockIterableDataset yields "
+        f"{rows}-row batches, so each forward/backward trains on {rows} instead of {local}",
+        hint=f"set dataset.batch_size: {local} (the DataLoader's batch_size stays null)"))
 
 
 def _check_packing(packing: Mapping[str, Any], out: list[Finding]) -> None:

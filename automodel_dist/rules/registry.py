@@ -203,6 +203,10 @@ EP_LEAVES_NVLINK = register(
 RECIPE_TARGET = register(
     "am-r1-recipe-target", WARNING, "recipe",
     "the `automodel` CLI needs the recipe class in `recipe:` (a recipe script run with -c does not)", automodel=("R1",))
+RECIPE_CLASS = register(
+    "am-recipe-class-unknown", ERROR, "recipe",
+    "a bare class name in `recipe:` must be one of AutoModel's recipe classes (the `automodel` CLI exits 1 at "
+    "start-up otherwise)")
 ENV_VAR = register(
     "am-r2-env-var", WARNING, "",
     "every ${VAR} without a default must be set where the job starts (a warning: the launch environment may "
@@ -265,6 +269,9 @@ MOK_CONFIG = register(
 STEP_SCHEDULER_POSITIVE = register(
     "am-r39-step-scheduler-positive", ERROR, "step_scheduler",
     "step_scheduler batch sizes and step counts must be positive", automodel=("R39",))
+MOCK_BATCH_SIZE = register(
+    "am-mock-batch-size", ERROR, "dataset.batch_size",
+    "MockIterableDataset yields batches of its own batch_size, which must equal step_scheduler.local_batch_size")
 PACKING_STRATEGY = register(
     "am-r40-packing-strategy", ERROR, "packed_sequence.packing_strategy",
     "packing_strategy is thd, neat or a dotted path", automodel=("R40",))

@@ -61,6 +61,13 @@ AC_TRUE = frozenset({"true", "on", "full", "enabled", "yes"})
 AC_MESSAGE = "distributed.activation_checkpointing must be a boolean or one of 'full', 'selective', 'false'."
 
 
+# The dataset that yields whole batches of its own `batch_size` rows (the DataLoader is given batch_size: null),
+# so the batch a step trains on is dataset.batch_size, whatever step_scheduler.local_batch_size says. In
+# AutoModel 0.7.0 this is the only such dataset (components/datasets/llm/mock_iterable_dataset.py; its
+# batch_size defaults to 1); every other dataset yields samples the DataLoader batches.
+MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
+MOCK_DATASET_BATCH_DEFAULT = 1
+
 # The top-level sections AutoModel's LLM recipes read (reference/automodel.md §1, from nemo_automodel 0.7.0's
 # recipes and its examples). A base recipe must hold at least one, so that a file that is not a recipe at
 # all (a key file, /etc/shadow) is refused instead of being merged into the output.

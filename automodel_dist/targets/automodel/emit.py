@@ -35,6 +35,7 @@ from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.schema_check import load_schema
 from automodel_dist.targets.automodel.config import (
     COMMON_KEYS,
+    MOCK_DATASET_TARGET,
     RECIPE_SECTIONS,
     STRATEGY_KEYS,
     canonical_strategy,
@@ -52,7 +53,6 @@ MODEL_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"
 SCRATCH_TARGET = "nemo_automodel.NeMoAutoModelForCausalLM.from_config"  # random weights from the architecture
 CONFIG_TARGET = "transformers.AutoConfig.from_pretrained"
 BACKEND_TARGET = "nemo_automodel.components.models.common.BackendConfig"
-MOCK_DATASET_TARGET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 MOCK_SAMPLES_TARGET = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"
 
 # A base recipe's `distributed:` keeps its own keys only when the chosen strategy accepts them
@@ -514,8 +514,9 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
             if not isinstance(target.get("timeout_minutes"), int) or target["timeout_minutes"] < source[
                     "timeout_minutes"]:
                 _merge_section(target, source, "timeout_minutes")
-        elif section == "dataset" and "batch_size" in target:
-            _merge_section(target, source, "batch_size")
+        elif section == "dataset" and "batch_size" in source and (
+                "batch_size" in target or target.get("_target_") == MOCK_DATASET_TARGET):
+            _merge_section(target, source, "batch_size")  # the mock's batches are the local batch
     return base
 
 

@@ -251,6 +251,7 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         yaml=text, recipe=to_plain(load_document(text, what="overrides").data), layout=best.layout,
         estimate=best.estimate, alternatives=result.alternatives, pruned=result.pruned, problem=problem,
         intent=intent, considered=result.considered, feasible=result.feasible, reasons=result.reasons,
+        dropped_count=result.dropped_count,
         override=override, hydra=hydra, recipe_function=recipe, env=env, why=why)
 
 
