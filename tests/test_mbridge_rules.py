@@ -176,6 +176,9 @@ SBATCH_CASES: list[tuple[str, str, str]] = [
     ("mb-slurm-secret", GOOD_SBATCH.replace("export HF", "export HF_TOKEN=hf_abc123\nexport HF"),
      GOOD_SBATCH.replace("export HF", ': "${HF_TOKEN:?set it}"\nexport HF')),
     ("launch-node-local-cache", GOOD_SBATCH.replace("$SHARED_DIR/hf_home", "/root/.cache/hf"), GOOD_SBATCH),
+    ("launch-env-reassigned", GOOD_SBATCH.replace("export HF", "export NCCL_DEBUG=INFO\nexport NCCL_DEBUG=WARN\n"
+                                                               "export HF"),
+     GOOD_SBATCH.replace("export HF", "export NCCL_DEBUG=INFO\nexport NCCL_DEBUG=INFO\nexport HF")),
 ]
 
 
