@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from automodel_dist.errors import AutomodelDistError, InputError
 from automodel_dist.output import Output, output_path, write_outputs
@@ -168,7 +168,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                              hint="e.g. --recipe deepseek_v3_pretrain_config")
         nodes, gpus_per_node = _world(args, text)
         report = validate_recipe(Path(args.recipe[0]), world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
-                                 model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None,
+                                 model=args.model, gpu=_gpu(args, text, args.recipe[0]),
+                                 sbatch=Path(args.sbatch) if args.sbatch else None,
                                  target=args.target, recipe_function=recipe_function)
         _print(render_report(report, fmt=args.format))
         return 0 if report.ok else 1
@@ -209,15 +210,29 @@ def _world(args: argparse.Namespace, text: str) -> tuple[int, int]:
     return nodes or 1, gpus_per_node or 8
 
 
+def _gpu(args: argparse.Namespace, text: str, path: str) -> Any:
+    """The flag's GPU, else the one the file's `# gpu: NAME` header line names (resolved here, so an unknown
+    name is reported at that line's file, not at the flag), else None."""
+    from automodel_dist.catalog.hardware import resolve_gpu
+    from automodel_dist.validate import header_gpu
+
+    if args.gpu is not None:
+        return args.gpu
+    named = header_gpu(text)
+    return None if named is None else resolve_gpu(named, where=f"{path}: its `# gpu:` header line")
+
+
 def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
-    """One recipe at the world the flags give, else the one its `# world: N x G` header states, else 1 x 8."""
+    """One recipe at the world and GPU the flags give, else the ones its `# world: N x G` and `# gpu: NAME` header
+    lines state, else 1 x 8 and no GPU."""
     from automodel_dist.validate import validate_recipe
     from automodel_dist.yamlio import read_text_file
 
-    nodes, gpus_per_node = _world(args, read_text_file(recipe, what="recipe file",
-                                                       expected="the path of a .yaml file"))
+    text = read_text_file(recipe, what="recipe file", expected="the path of a .yaml file")
+    nodes, gpus_per_node = _world(args, text)
     return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
-                           model=args.model, gpu=args.gpu, sbatch=Path(args.sbatch) if args.sbatch else None)
+                           model=args.model, gpu=_gpu(args, text, recipe),
+                           sbatch=Path(args.sbatch) if args.sbatch else None)
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
@@ -297,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nodes (default: the recipe's `# world: NODES x GPUS` header line, else 1)")
     p.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (default: the header's, else 8)")
     p.add_argument("--model", help="model preset or Hugging Face id (default: model.pretrained_model_name_or_path)")
-    p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks)")
+    p.add_argument("--gpu", help="GPU preset, e.g. h100-80gb (enables memory checks; default: the `# gpu:` header)")
     p.add_argument("--sbatch", metavar="PATH", help="the Slurm script that launches the recipe (judged with it)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_validate)

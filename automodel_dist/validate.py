@@ -167,6 +167,7 @@ _WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
 _RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
+_GPU_HEADER = re.compile(r"^#\s*gpu:\s*([A-Za-z0-9._-]+)\s*$")
 
 
 def _header_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
@@ -191,6 +192,13 @@ def header_world(text: str) -> tuple[int, int] | None:
     if match and int(match[1]) > 0 and int(match[2]) > 0:
         return int(match[1]), int(match[2])
     return None
+
+
+def header_gpu(text: str) -> str | None:
+    """The GPU preset from a `# gpu: NAME` line opening a recipe or override set (`compile` writes it beside
+    `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
+    match = _header_match(text, _GPU_HEADER)
+    return match[1] if match else None
 
 
 def header_recipe(text: str) -> str | None:

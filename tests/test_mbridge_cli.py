@@ -108,11 +108,11 @@ def test_the_hydra_file_is_rewritten_and_validated_like_the_yaml(capsys: pytest.
 
 
 def test_validate_takes_recipe_and_world_from_the_header(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """No --recipe, no --nodes: the compiled file says both (2 x 8 here; 1 x 8 would break EP 16)."""
+    """No --recipe, no --nodes, no --gpu: the compiled file says all three (2 x 8 here; 1 x 8 would break EP 16)."""
     out = tmp_path / "o.yaml"
     assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out))[0] == 0
     code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge")
-    assert code == 0 and "0 error(s)" in report
+    assert code == 0 and "0 error(s)" in report and "no GPU" not in report
     code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--nodes", "1")
     assert code == 1 and "mb-expert-world-divisible" in report  # a flag still wins over the header
 

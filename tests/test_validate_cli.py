@@ -293,6 +293,40 @@ def test_validate_reads_the_world_from_the_recipe_header(tmp_path: Path, header:
     assert main(["validate", str(recipe), *flags]) == (0 if ok else 1)
 
 
+@pytest.mark.parametrize(("header", "flags", "judged"), [
+    ("# world: 2 x 4\n# gpu: gb200-nvl72\n", [], True),            # the header's GPU: the dispatcher is judged
+    ("# world: 2 x 4\n", [], False),                                 # no GPU: noted as unchecked
+    ("# world: 2 x 4\n# gpu: gb200-nvl72\n", ["--gpu", "h100-80gb"], False),  # the flag wins
+])
+def test_validate_reads_the_gpu_from_the_recipe_header(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       header: str, flags: list[str], judged: bool) -> None:
+    recipe = moe_recipe(tmp_path, "deepep")
+    recipe.write_text(header + recipe.read_text(encoding="utf-8"), encoding="utf-8")
+    main(["validate", str(recipe), *flags])
+    out = capsys.readouterr().out
+    assert ("moe-dispatcher-gpu" in out) is judged
+    assert ("GPU rules" in out or "no GPU" in out) is (not judged and not flags)
+
+
+def test_an_unknown_gpu_in_the_header_is_bad_input_at_the_file(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("# world: 2 x 8\n# gpu: h100-80gbb\n" + EP16, encoding="utf-8")
+    assert main(["validate", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "h100-80gbb" in err and "`# gpu:` header line" in err and str(recipe) in err
+
+
+def test_a_compiled_recipe_validates_against_its_own_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    intent = Path(__file__).resolve().parent.parent / "examples" / "intents" / "qwen3-30b-a3b-16xh100.yaml"
+    out = tmp_path / "recipe.yaml"
+    assert main(["compile", str(intent), "-o", str(out)]) == 0
+    assert "# gpu: h100-80gb" in out.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 0
+    assert "skipped" not in capsys.readouterr().out  # world and GPU from the header: every rule judged
+
+
 def test_several_recipes_are_judged_each_on_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good, bad, broken = tmp_path / "good.yaml", tmp_path / "bad.yaml", tmp_path / "broken.yaml"
     good.write_text("# world: 2 x 8\n" + EP16, encoding="utf-8")

@@ -363,6 +363,7 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
         f"task {training.task}, seq {training.seq_length}, global batch {training.global_batch_size}, "
         f"{training.precision}",
         f"world: {cluster.nodes} x {cluster.gpus_per_node}",
+        f"gpu: {gpu}",
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",

@@ -154,13 +154,14 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
 
 def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
     """The opening lines of every override file: what it is, who wrote it, and the recipe and world it is for
-    (`validate --target megatron-bridge` reads the last two when no flag gives them)."""
+    (`validate --target megatron-bridge` reads the last three when no flag gives them)."""
     cluster = problem.cluster
     return [f"# Megatron-Bridge overrides for {recipe} ({one_line(problem.model.name)}) on {cluster.nodes} x "
             f"{cluster.gpus_per_node} {one_line(cluster.gpu.name)}",
             f"# {WRITTEN_BY_MARKER} {command}",
             f"# recipe: {recipe}",
-            f"# world: {cluster.nodes} x {cluster.gpus_per_node}"]
+            f"# world: {cluster.nodes} x {cluster.gpus_per_node}",
+            f"# gpu: {one_line(cluster.gpu.name)}"]
 
 
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
