@@ -24,6 +24,9 @@ from automodel_dist.targets.megatron_bridge.rules import check_keys
 Q30 = "qwen3_30b_a3b_pretrain_config"    # builds a CommOverlapConfig
 Q235 = "qwen3_235b_a22b_pretrain_config"  # leaves comm_overlap None
 DSV3 = "deepseek_v3_pretrain_config"      # MLAModelProvider
+Q3NEXT_SFT = "qwen3_next_80b_a3b_sft_config"  # leaves dataset.offline_packing_specs None: it packs no sequences
+Q8_SFT = "qwen3_8b_sft_config"            # packs sequences of 2048
+PACKED = "dataset.offline_packing_specs.packed_sequence_size"
 COMM = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
 # A CommOverlapConfig built by the override set (tp_comm_overlap has no default).
@@ -44,9 +47,10 @@ KEY_CASES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
      Q30),  # bad on Q235 (below)
     ("mb-target-required", {f"comm_overlap.{TARGET}": COMM, "comm_overlap.bucket_size": BUCKET},
      {**BUILT, "comm_overlap.bucket_size": BUCKET}, Q235),
+    ("mb-section-missing", {PACKED: 2048}, {PACKED: 2048}, Q8_SFT),  # bad on Qwen3-Next's sft recipe (below)
 ]
 # The recipe a bad case is judged with when it differs from its neighbour's.
-BAD_RECIPE = {4: Q30, 7: Q235}
+BAD_RECIPE = {4: Q30, 7: Q235, 9: Q3NEXT_SFT}
 
 
 def hydra_list(flat: dict[str, Any]) -> list[str]:
@@ -121,6 +125,25 @@ def test_compiled_override_sets_use_only_known_keys(name: str) -> None:
     result = compile_megatron(EXAMPLES / f"{name}.yaml")
     assert check_keys(flat_overrides(result.recipe), result.recipe_function, hydra=False) == []
     assert check_keys(flat_overrides(list(result.hydra)), result.recipe_function, hydra=True) == []
+
+
+def test_a_recipe_that_packs_no_sequences_gets_no_packing_keys() -> None:
+    """Qwen3-Next's sft recipe leaves dataset.offline_packing_specs None: the set writes no packing, and the packing
+    keys are refused in both forms, located at the key."""
+    result = compile_megatron({"model": "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                               "hardware": {"gpu": "h100-80gb", "nodes": 4},
+                               "training": {"task": "sft", "seq_length": 4096, "global_batch_size": 128}})
+    assert result.recipe_function == Q3NEXT_SFT
+    assert not any("offline_packing_specs" in path for path in flat_overrides(result.recipe))
+    assert not any("offline_packing_specs" in item for item in result.hydra)
+    assert result.override is not None and result.override.settings.packed_sequence_size is None
+    for source in (result.recipe, list(result.hydra)):
+        assert validate_recipe(source, world_size=32, target="megatron-bridge", recipe_function=Q3NEXT_SFT).ok
+    [yaml] = check_keys({PACKED: 4096}, Q3NEXT_SFT, hydra=False)
+    assert "enable_offline_packing must be True when offline_packing_specs is set." in yaml.message
+    assert yaml.path == PACKED and "drop the dataset.offline_packing_specs keys" in yaml.hint
+    [hydra] = check_keys({PACKED: 4096}, Q3NEXT_SFT, hydra=True)
+    assert f"Could not override '{PACKED}'" in hydra.message
 
 
 @pytest.mark.parametrize(("suffix", "text", "where"), [

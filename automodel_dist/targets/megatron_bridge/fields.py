@@ -94,8 +94,11 @@ def recipe_values(recipe: str | None) -> Mapping[str, Any]:
 
 
 def builds(recipe: str, section: str) -> bool:
-    """Whether the recipe function's ConfigContainer holds an object in `section` (comm_overlap, peft)."""
-    return config_fields().recipes[recipe].get(section) is not None
+    """Whether the recipe function's ConfigContainer holds an object at `section`, a dotted path (comm_overlap, peft,
+    dataset.offline_packing_specs: Qwen3-Next's sft recipe leaves it None, it packs no sequences)."""
+    fields = config_fields()
+    head = section.split(".", 1)[0]
+    return fields.recipes[recipe].get(head) is not None and section not in fields.unset(recipe)
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,10 @@ def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem
     fields = config_fields()
     built = _built(fields, flat)
     root = fields.root(recipe)
+    unset = fields.unset(recipe) if recipe in fields.recipes else frozenset()
     out, seen = [], set()
     for path, value in flat.items():
-        problem = _walk(fields, root, path, built) or _section_value(fields, root, path, value)
+        problem = _walk(fields, root, path, built, unset) or _section_value(fields, root, path, value)
         if problem is not None and problem.prefix not in seen:  # one finding per unknown section
             seen.add(problem.prefix)
             out.append(problem)
@@ -152,8 +156,11 @@ def _section_value(fields: ConfigFields, root: Mapping[str, str | None], path: s
                       path, section_value=True)
 
 
-def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
-          built: Mapping[str, str | None]) -> KeyProblem | None:
+def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str, built: Mapping[str, str | None],
+          unset: frozenset[str]) -> KeyProblem | None:
+    """The first part of `path` the recipe cannot take: a field no class has, a value taken for a section, or a
+    section the recipe leaves None (at the top, `kind is None`; deeper, in `unset`: Qwen3-Next's sft recipe builds no
+    `dataset.offline_packing_specs`)."""
     parts = path.split(".")
     level: Mapping[str, Any] = root
     owner = "ConfigContainer"
@@ -177,6 +184,9 @@ def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
             return KeyProblem(path, part, owner, f"build one: add {here}.{TARGET}: {fields.target(usual)} (in a Hydra "
                               f"list: +{here}.{TARGET}=..., and + before each {here} key), or drop the {here} keys",
                               here, missing_section=True)
+        elif here in unset:
+            return KeyProblem(path, part, owner, f"drop the {here} keys: the recipe leaves {here} None", here,
+                              missing_section=True)
         level, owner = fields.classes[kind]["fields"], kind
     return None
 
@@ -210,7 +220,7 @@ def append_problems(items: Sequence[tuple[str, str, Any]], recipe: str | None) -
     out = []
     for index, (prefix, path, value) in enumerate(items):
         seen = True if path in placed else _seen_by_hydra(fields, root, path, excluded, unset)
-        if prefix == "" and seen is False and _walk(fields, root, path, built) is None:
+        if prefix == "" and seen is False and _walk(fields, root, path, built, unset) is None:
             out.append(AppendProblem(index, path, True, _kept_out(path, excluded)))
         elif prefix == "+" and seen is True and not isinstance(value, (list, dict)):
             holds_none = placed[path] is None if path in placed else path in unset

@@ -3,7 +3,8 @@
 `comm_overlap` says whether the function builds a `CommOverlapConfig` (read from its ConfigContainer's fields,
 `fields.py`): one that leaves `cfg.comm_overlap = None` takes `comm_overlap.*` overrides only when the override
 set builds the object itself (`comm_overlap._target_`). Qwen3-Next has no peft recipe: the function raises
-"PEFT is not currently supported for Qwen3-Next models".
+"PEFT is not currently supported for Qwen3-Next models", and its sft recipe packs no sequences (`packs`: it leaves
+`dataset.offline_packing_specs` None, "Packed sequence is NOT supported for Qwen3-Next").
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ class Recipe:
         """The function builds a CommOverlapConfig."""
         return builds(self.function, "comm_overlap")
 
+    @property
+    def packs(self) -> bool:
+        """The function packs sequences offline (it builds `dataset.offline_packing_specs`)."""
+        return builds(self.function, PACKING)
 
+
+PACKING = "dataset.offline_packing_specs"  # the section a recipe that packs sequences offline builds
 _ALL = ("pretrain", "sft", "peft")
 # preset -> (function prefix, tasks); the function is <prefix>_<task>_config.
 _FAMILY: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -182,6 +182,13 @@ PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_chec
                         "PEFT needs the pretrained checkpoint its adapters train on")
 
 
+# What Megatron-Bridge's validation says of the plain dict a YAML merge leaves in a section the recipe holds None in:
+# the first attribute it reads fails, but for the packing section, whose switch ConfigContainer.validate checks first.
+DICT_REFUSAL = "'dict' object has no attribute ..."
+NONE_SECTION_REFUSALS = {"dataset.offline_packing_specs":
+                         "enable_offline_packing must be True when offline_packing_specs is set."}
+
+
 @dataclass(frozen=True)
 class Context:
     """What the rules read: the override set and, when known, the model, the cluster and the recipe's task
@@ -681,7 +688,7 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
         elif p.missing_section:
             theirs = (f"'Could not override '{p.path}''" if hydra else
                       f"the YAML merge makes {p.field} a plain dict its validation then fails on "
-                      "(''dict' object has no attribute ...')")
+                      f"('{NONE_SECTION_REFUSALS.get(p.prefix, DICT_REFUSAL)}')")
             out.append(SECTION_MISSING.finding(f"{name} builds no {p.field} (it is None in the recipe's "
                                                f"ConfigContainer): Megatron-Bridge cannot set {p.path}: {theirs}",
                                                path=p.path, hint=p.hint))
