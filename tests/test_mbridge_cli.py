@@ -155,10 +155,17 @@ def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixtu
     assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
 
 
-def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
                        "megatron-bridge")
-    assert code == 2 and "ships no peft recipe" in err
+    assert code == 2 and "mixtral-8x7b-lora-16xh200.yaml:3:1: Megatron-Bridge 0.6.2 ships no peft recipe" in err
+    intent = tmp_path / "i.yaml"  # a name that spans lines is told on one, at the model key
+    intent.write_text("hardware: {gpu: h100-80gb}\ntraining: {seq_length: 4096, global_batch_size: 64}\n"
+                      'model:\n  name: "tiny\\nmodel"\n  family: custom\n'
+                      "  num_layers: 4\n  hidden_size: 256\n  num_attention_heads: 4\n  num_key_value_heads: 4\n"
+                      "  head_dim: 64\n  intermediate_size: 1024\n  vocab_size: 32000\n")
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 2 and "i.yaml:3:1: Megatron-Bridge 0.6.2 ships no sft recipe for tiny\\nmodel\n" in err
 
 
 def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytest.CaptureFixture[str],

@@ -240,7 +240,7 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         raise InputError("base_recipe is an AutoModel recipe to merge into; the megatron-bridge target writes "
                          "overrides for a Megatron-Bridge recipe function, which has no file to merge",
                          where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
-    recipe = recipe_function(problem.model, problem.training.task)
+    recipe = recipe_function(problem.model, problem.training.task, where=intent.where("model"))
     result = plan(problem, check=check_planned, estimate=estimate_planned, screen=screen_planned, space=MegatronSpace)
     best = result.best
     settings, why = decide(problem, best.layout)

@@ -16,6 +16,7 @@ from automodel_dist.catalog.models import get_preset
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.targets.megatron_bridge.fields import builds
+from automodel_dist.textsafe import one_line
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,14 @@ def recipe_for(model: ModelSpec, task: str = "pretrain") -> Recipe | None:
     return RECIPES.get((_preset(model), task))
 
 
-def recipe_function(model: ModelSpec, task: str = "pretrain") -> str:
-    """The recipe function's name; InputError when Megatron-Bridge ships none for the model and task."""
+def recipe_function(model: ModelSpec, task: str = "pretrain", *, where: str = "model") -> str:
+    """The recipe function's name; InputError at `where` (the model's key) when Megatron-Bridge ships none for the
+    model and task."""
     recipe = recipe_for(model, task)
     if recipe is None:
         known = sorted(f"{preset} ({task})" for preset, task in RECIPES if preset == _preset(model)) or sorted(
             {preset for preset, _ in RECIPES})
-        raise InputError(f"Megatron-Bridge 0.6.2 ships no {task} recipe for {model.name}", where="model",
+        raise InputError(f"Megatron-Bridge 0.6.2 ships no {task} recipe for {one_line(model.name)}", where=where,
                          hint=f"recipes this target knows: {', '.join(known)}")
     return recipe.function
 
