@@ -168,6 +168,25 @@ def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str
     assert code == 2 and "i.yaml:3:1: Megatron-Bridge 0.6.2 ships no sft recipe for tiny\\nmodel\n" in err
 
 
+@pytest.mark.parametrize(("changes", "named"), [
+    ("  num_routed_experts: 96\n", "num_routed_experts 96 (the recipe's 128)"),
+    ("  num_layers: 30\n  num_routed_experts: 96\n", "num_layers 30 (the recipe's 48), num_routed_experts 96"),
+])
+def test_a_model_the_recipe_does_not_build_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        changes: str, named: str) -> None:
+    """The override set trains what the recipe function builds: a changed architecture would be planned for one
+    model and run with another."""
+    intent = tmp_path / "i.yaml"
+    text = ("hardware: {gpu: h100-80gb, nodes: 6}\ntraining: {task: pretrain, seq_length: 4096, "
+            "global_batch_size: 1152}\nmodel:\n  preset: qwen3-30b-a3b\n")
+    intent.write_text(text + changes)
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 2 and "i.yaml:3:1: qwen3_30b_a3b_pretrain_config builds qwen3-30b-a3b" in err and named in err
+    intent.write_text(text)  # the valid neighbour: the preset as the recipe builds it
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 0, err
+
+
 def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path) -> None:
     intent = tmp_path / "i.yaml"

@@ -8,7 +8,7 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -151,6 +151,26 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     return resolve_model(preset) if preset else None
 
 
+# ModelSpec fields that name or describe a model, not its architecture
+_NAMING = frozenset({"name", "family", "source"})
+
+
+def refuse_another_model(model: ModelSpec, recipe: str, where: str) -> None:
+    """An override set trains the model its recipe function builds: an intent whose model differs from it (a preset
+    with architecture fields changed) would be planned for one model and run with another, so it is refused."""
+    built = model_for_recipe(recipe)
+    if built is None:
+        return
+    changed = [f"{item.name} {getattr(model, item.name)} (the recipe's {getattr(built, item.name)})"
+               for item in fields(model) if item.name not in _NAMING
+               and getattr(model, item.name) != getattr(built, item.name)]
+    if changed:
+        raise InputError(f"{recipe} builds {one_line(built.name)} as Megatron-Bridge ships it, and the intent's model "
+                         f"differs in {', '.join(changed)}: the override set would train the recipe's model, not this "
+                         "one", where=where, hint=f"drop the changed fields from model: (compile {built.name} as it "
+                         "is), or compile for --target automodel, which builds the model from its config")
+
+
 def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
     """The opening lines of every override file: what it is, who wrote it, and the recipe and world it is for
     (`validate --target megatron-bridge` reads the last two when no flag gives them)."""
@@ -241,6 +261,7 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
                          "overrides for a Megatron-Bridge recipe function, which has no file to merge",
                          where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
     recipe = recipe_function(problem.model, problem.training.task, where=intent.where("model"))
+    refuse_another_model(problem.model, recipe, intent.where("model"))
     result = plan(problem, check=check_planned, estimate=estimate_planned, screen=screen_planned, space=MegatronSpace)
     best = result.best
     settings, why = decide(problem, best.layout)
