@@ -212,6 +212,20 @@ class Context:
         return self.override.layout
 
     @property
+    def vpp(self) -> int | None:
+        """virtual_pipeline_model_parallel_size as set (None: not set; the Layout holds 1 for both)."""
+        vpp = self.override.layout.vpp
+        return vpp if vpp > 1 or self.s.vpp_set_to_one else None
+
+    @property
+    def layout_vpp(self) -> int | None:
+        """The VPP MCore reads off the pipeline layout (its stages over PP; None without a layout, or with one PP does
+        not divide): TransformerConfig takes it where VPP is not set, and holds a set VPP to it."""
+        text, pp = self.s.pipeline_layout, self.override.layout.pp
+        stages = len(expand_layout(text)) if text is not None else 0
+        return stages // pp if stages and not stages % pp else None
+
+    @property
     def s(self) -> MegatronSettings:
         return self.override.settings
 
@@ -255,10 +269,11 @@ def _sizes(c: Context) -> list[Finding]:
         out.append(SP_NEEDS_TP.finding("Cannot use sequence parallelism without tensor parallelism (MCore's "
                                        "ModelParallelConfig; as an override it is accepted and does nothing)",
                                        hint="set model.sequence_parallel=false or TP > 1"))
-    if lay.vpp > 1 and lay.pp <= 1:
+    if lay.pp <= 1 and (c.vpp is not None or (c.layout_vpp or 1) > 1):  # initialize_model_parallel's check
         out.append(VPP_NEEDS_PP.finding(
             "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
-            hint="set model.virtual_pipeline_model_parallel_size=null or PP > 1"))
+            hint="set model.virtual_pipeline_model_parallel_size=null (and no pipeline layout of more stages than "
+                 "PP, which sets it), or PP > 1"))
     return out
 
 
@@ -361,8 +376,13 @@ def _pipeline_layout(c: Context) -> list[Finding]:
     elif len(stages) % lay.pp:
         problems.append(f"pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_size "
                         f"(len(layout)={len(stages)}, pipeline_model_parallel_size={lay.pp})")
-    elif lay.vpp > 1 and len(stages) != lay.pp * lay.vpp:
-        problems.append(f"the layout has {len(stages)} stages, PP·VPP is {lay.pp * lay.vpp}")
+    elif c.vpp is not None and c.vpp != c.layout_vpp:
+        detected = c.layout_vpp if (c.layout_vpp or 1) > 1 else "null"
+        return [PIPELINE_LAYOUT.finding(
+            "virtual_pipeline_model_parallel_size conflicts with pipeline_model_parallel_layout, "
+            f"(self.virtual_pipeline_model_parallel_size={c.vpp},  detected_vpp_size={c.layout_vpp})",
+            hint=f"set model.virtual_pipeline_model_parallel_size={detected} (the layout's {len(stages)} stages over "
+                 f"PP {lay.pp}), or give a layout of PP·VPP = {lay.pp * c.vpp} stages")]
     elif not flat.startswith("E") or not flat.endswith("L"):
         problems.append("The first layer must be embedding and the last layer must be loss")
     elif m is not None and flat.count("t") != m.num_layers:
@@ -427,7 +447,7 @@ def _ep_overlap(c: Context) -> list[Finding]:
         (OVERLAP_DISPATCHER, s.dispatcher_type not in ("alltoall", "flex"),
          "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or "
          f"'flex', but got {s.dispatcher_type}", "use moe_token_dispatcher_type alltoall or flex"),
-        (OVERLAP_VPP, lay.pp > 1 and lay.vpp <= 1 and s.pipeline_layout is None,
+        (OVERLAP_VPP, lay.pp > 1 and c.vpp is None,  # CommOverlapConfig.setup asks before a layout can set it
          "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when "
          "pipeline_model_parallel_size > 1", "set VPP >= 2"),
         (OVERLAP_FULL, s.recompute_granularity == "full",
