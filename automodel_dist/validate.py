@@ -105,7 +105,7 @@ def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, w
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
             "reads a different schema, which validate does not judge", path="")]), source=doc.filename)
-    findings: list[Finding] = env_var_findings(missing) + _duplicate_key_findings(doc)
+    findings: list[Finding] = env_var_findings(missing) + duplicate_key_findings(doc)
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
@@ -154,12 +154,13 @@ def env_var_findings(missing: list[MissingEnvVar]) -> list[Finding]:
             for m in missing]
 
 
-def _duplicate_key_findings(doc: Document) -> list[Finding]:
-    """A key written twice in one mapping loads fine (AutoModel's PyYAML keeps the last value), but the
-    earlier value is silently ignored: a warning at the ignored one."""
-    return [r.SCHEMA.finding(f"key {dup.key!r} is written again later in the same mapping: AutoModel keeps the "
-                             "later value and ignores this one", path="", severity=WARNING,
-                             hint="delete one of the two").located(dup.line, dup.col)
+def duplicate_key_findings(doc: Document, rule: r.Rule = r.SCHEMA, *, severity: str = WARNING,
+                           outcome: str = "AutoModel keeps the later value and ignores this one") -> list[Finding]:
+    """A finding at each key written twice in one mapping (at the earlier one), saying what the framework does with
+    the file (`outcome`): AutoModel's PyYAML loads it and silently ignores the earlier value (a warning); a target
+    whose loader refuses the file passes its own rule and words."""
+    return [rule.finding(f"key {dup.key!r} is written again later in the same mapping: {outcome}", path="",
+                         severity=severity, hint="delete one of the two").located(dup.line, dup.col)
             for dup in doc.duplicate_keys]
 
 

@@ -27,9 +27,11 @@ from mbridge_oracle import Oracle, available
 from test_mbridge_keys import (
     APPEND_CASES,
     BAD_RECIPE,
+    DUPLICATED,
     KEY_CASES,
     Q30,
     RECIPE_VALUE_CASES,
+    UNDUPLICATED,
     VALUE_CASES,
     hydra_list,
     nested,
@@ -110,6 +112,18 @@ def test_key_rule_cases_agree_with_megatron(oracle: Oracle, tmp_path: Path) -> N
             wrong.append((rule, kind, "hydra" if hydra else "yaml", flat, [f.message for f in ours], theirs))
     print(f"\nkey rule cases: {len(expect)} override sets (YAML and Hydra), {len(expect) - len(wrong)} agree")
     assert wrong == [], "\n".join(str(w)[:400] for w in wrong)
+
+
+def test_megatron_refuses_a_yaml_file_with_a_key_written_twice(oracle: Oracle, tmp_path: Path) -> None:
+    """mb-yaml-duplicate-key: Megatron-Bridge's loader refuses the file, and takes its neighbour."""
+    cases = []
+    for name, text in (("dup", DUPLICATED), ("neighbour", UNDUPLICATED)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        cases.append({"recipe": Q30, "world_size": 16, "gpu": H100, "overrides": [], "config_file": str(path)})
+    refused, taken = oracle.judge(cases)
+    assert not refused["ok"] and "found duplicate key tensor_model_parallel_size" in refused["error"]
+    assert taken["ok"], taken["error"]
 
 
 @pytest.mark.parametrize("name", ["qwen3-235b-a22b-256xh100", "qwen3-235b-a22b-128xgb200"])

@@ -318,7 +318,25 @@ def test_a_file_judged_against_another_recipe_than_its_header_names_is_told_so(f
     assert warned(Q30) == []
 
 
+# A YAML override file with a key written twice in one mapping (lines 2 and 4), and its valid neighbour.
+UNDUPLICATED = "model:\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n"
+DUPLICATED = UNDUPLICATED + "  tensor_model_parallel_size: 1\n"
+
+
+def test_a_key_written_twice_in_a_yaml_file_is_an_error(tmp_path: Path) -> None:
+    """Megatron-Bridge's YAML loader refuses the file (ConstructorError: found duplicate key); AutoModel's keeps the
+    later value, so the AutoModel target warns instead (tests/test_validate.py)."""
+    path = tmp_path / "overrides.yaml"
+    path.write_text(DUPLICATED, encoding="utf-8")
+    report = validate_recipe(path, world_size=16, target="megatron-bridge", recipe_function=Q30)
+    [finding] = [f for f in report.errors if f.rule == "mb-yaml-duplicate-key"]
+    assert (finding.line, finding.col) == (2, 3) and "'tensor_model_parallel_size'" in finding.message
+    assert "found duplicate key" in finding.message
+    path.write_text(UNDUPLICATED, encoding="utf-8")
+    assert validate_recipe(path, world_size=16, target="megatron-bridge", recipe_function=Q30).ok
+
+
 def covered_rules() -> set[str]:
     """The rules this module's cases trigger (the registry-coverage tests count them)."""
     return ({c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
-            | {"mb-recipe-header"})
+            | {"mb-recipe-header", "mb-yaml-duplicate-key"})

@@ -73,13 +73,14 @@ from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import (
     RECIPE_HEADER,
+    YAML_DUPLICATE,
     check_appends,
     check_keys,
     check_overrides,
     check_sbatch,
 )
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import header_recipe, memory_fit_finding, read_sbatch
+from automodel_dist.validate import duplicate_key_findings, header_recipe, memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
@@ -298,6 +299,10 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
     known = recipe if recipe in recipe_fields().recipes else None
     findings = check_keys(read.flat, known, hydra=read.hydra is not None)
+    if read.doc is not None:
+        findings += duplicate_key_findings(read.doc, YAML_DUPLICATE, severity=ERROR, outcome=(
+            "Megatron-Bridge's YAML loader refuses the file ('ConstructorError: while constructing a mapping ... "
+            "found duplicate key')"))
     if read.written_for not in (None, recipe):
         findings.append(RECIPE_HEADER.finding(
             f"the file was written for {read.written_for} (its `# recipe:` line) and is judged against {recipe}",
@@ -364,6 +369,7 @@ class ReadOverrides:
     locate: Locator
     filename: str
     written_for: str | None = None  # the recipe function the file's `# recipe:` line names
+    doc: Document | None = None  # the YAML document it was read from (None: a Hydra list)
 
 
 def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> ReadOverrides:
@@ -399,7 +405,7 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
-                         lambda findings: locate_all(doc, findings), doc.filename, written_for)
+                         lambda findings: locate_all(doc, findings), doc.filename, written_for, doc)
 
 
 def refuse_dotted_keys(doc: Document) -> None:

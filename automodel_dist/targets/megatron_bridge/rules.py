@@ -174,6 +174,9 @@ APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
 RECIPE_HEADER = _rule("mb-recipe-header", WARNING, "",
                       "an override file written for one recipe function (its `# recipe:` line) judged against "
                       "another: its keys and values are the first one's")
+YAML_DUPLICATE = _rule("mb-yaml-duplicate-key", ERROR, "",
+                       "a key written twice in one mapping of a YAML override file: Megatron-Bridge's YAML loader "
+                       "refuses the file")
 HYDRA_DUPLICATE = _rule("mb-hydra-duplicate-key", WARNING, "",
                         "a key set twice in a Hydra list: Hydra applies both, the later value wins")
 HYDRA_EMPTY = _rule("mb-hydra-empty-value", WARNING, "",
