@@ -170,15 +170,15 @@ _WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
 _RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
 
-def _header_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
-    """The first line of the comments that open a file matching `pattern`."""
-    for line in text.splitlines():
+def _header_match(text: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[str]] | None:
+    """(1-based line, match) of the first line of the comments that open a file matching `pattern`."""
+    for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             return None  # the opening comment block is over
         match = pattern.match(stripped)
         if match:
-            return match
+            return number, match
     return None
 
 
@@ -188,16 +188,22 @@ def header_world(text: str) -> tuple[int, int] | None:
     A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
     `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
     """
-    match = _header_match(text, _WORLD_HEADER)
-    if match and int(match[1]) > 0 and int(match[2]) > 0:
-        return int(match[1]), int(match[2])
+    found = _header_match(text, _WORLD_HEADER)
+    if found and int(found[1][1]) > 0 and int(found[1][2]) > 0:
+        return int(found[1][1]), int(found[1][2])
     return None
 
 
 def header_recipe(text: str) -> str | None:
     """The Megatron-Bridge recipe function from a `# recipe: NAME` line opening an override set."""
-    match = _header_match(text, _RECIPE_HEADER)
-    return match[1] if match else None
+    found = header_recipe_at(text)
+    return found[0] if found else None
+
+
+def header_recipe_at(text: str) -> tuple[str, int] | None:
+    """(recipe function, 1-based line) of the `# recipe: NAME` line opening an override set."""
+    found = _header_match(text, _RECIPE_HEADER)
+    return (found[1][1], found[0]) if found else None
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:

@@ -155,6 +155,40 @@ def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixtu
     assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
 
 
+TINY = "model:\n  tensor_model_parallel_size: 2\ntrain:\n  global_batch_size: 64\n"
+# keys of an sft recipe's dataset (a pretrain recipe's has no packing)
+PACKED = "dataset:\n  offline_packing_specs:\n    packed_sequence_size: 4096\n"
+
+
+@pytest.mark.parametrize(("header", "flag", "where"), [
+    ("", "qwen3_8b_sft_confg", "--recipe: "), ("# recipe: qwen3_8b_sft_confg\n", None, "o.yaml:1:1: ")])
+def test_a_misspelled_recipe_function_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, header: str,
+                                                   flag: str | None, where: str) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text(header + TINY + PACKED)
+    recipe = ["--recipe", flag] if flag else []
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", *recipe)
+    assert code == 2 and f"{where}Megatron-Bridge 0.6.2 has no recipe function 'qwen3_8b_sft_confg'" in err
+    assert "(did you mean 'qwen3_8b_sft_config'?)" in err
+    path.write_text(header.replace("confg", "config") + TINY + PACKED)  # the valid neighbour
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge",
+                          *[r.replace("confg", "config") for r in recipe])
+    assert code == 0 and "0 error(s)" in report
+
+
+@pytest.mark.parametrize(("recipe", "note"), [
+    ("zz_unrelated_name", "is no recipe function Megatron-Bridge 0.6.2 exports"),
+    ("llama31_8b_sft_2gpu_h100_bf16_config", "is not one this tool knows")])  # Megatron-Bridge has it
+def test_a_recipe_function_this_tool_does_not_know_is_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             recipe: str, note: str) -> None:
+    """Close to no recipe function: judged with the keys no recipe takes (an sft dataset's packing is not one)."""
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  tensor_model_paralel_size: 2\n" + PACKED)
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", recipe)
+    assert code == 1 and f"model rules skipped: recipe {recipe} {note}" in report
+    assert "[mb-unknown-key] model.tensor_model_paralel_size" in report and "offline_packing_specs" not in report
+
+
 def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
                        "megatron-bridge")

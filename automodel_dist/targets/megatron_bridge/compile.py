@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from automodel_dist import limits
+from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
@@ -80,7 +81,7 @@ from automodel_dist.targets.megatron_bridge.rules import (
     check_sbatch,
 )
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import duplicate_key_findings, header_recipe, memory_fit_finding, read_sbatch
+from automodel_dist.validate import duplicate_key_findings, header_recipe_at, memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
@@ -291,6 +292,8 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
     read = _read_overrides(source, world_size, recipe_values(recipe))
+    refuse_a_misspelled_recipe(recipe, f"{read.filename}:{read.header_line}:1" if read.written_for == recipe
+                               else "--recipe")
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
@@ -316,12 +319,25 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file)
     if spec is None:
-        findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
-                                          path="", hint="pass --model"))
+        unknown = ("is not one this tool knows" if recipe in recipe_fields().functions else
+                   "is no recipe function Megatron-Bridge 0.6.2 exports (the run would fail looking it up)")
+        findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} {unknown}", path="",
+                                          hint="pass --model"))
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain, memory fit) skipped: "
                                           "no GPU", path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
     return Report(findings=read.locate(findings), source=read.filename)
+
+
+def refuse_a_misspelled_recipe(recipe: str, where: str) -> None:
+    """A name Megatron-Bridge exports no recipe function by, but close to one it does, is a typo (InputError at
+    `where`: the `# recipe:` line, or --recipe); one close to none stays a note (the model rules are skipped)."""
+    functions = recipe_fields().functions
+    close = did_you_mean(recipe, functions) if recipe not in functions else ""
+    if close:
+        raise InputError(f"Megatron-Bridge 0.6.2 has no recipe function {recipe!r}{close}", where=where,
+                         hint="correct the name (--recipe, or the file's `# recipe:` line): the run would fail looking "
+                              "it up in megatron.bridge.recipes")
 
 
 def override_problem(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> Problem:
@@ -369,6 +385,7 @@ class ReadOverrides:
     locate: Locator
     filename: str
     written_for: str | None = None  # the recipe function the file's `# recipe:` line names
+    header_line: int | None = None  # that line's number
     doc: Document | None = None  # the YAML document it was read from (None: a Hydra list)
 
 
@@ -377,12 +394,12 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         items = _hydra_list(source)
         return ReadOverrides(parse_overrides(items, world_size=world_size, base=base), flat_overrides(items),
                              read_hydra(items), None, list, "<overrides>")
-    written_for = None
+    written_for = header_line = None
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
         text, filename = source_text(source, what="overrides")
-        written_for = header_recipe(text)
+        written_for, header_line = header_recipe_at(text) or (None, None)
         lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
@@ -400,12 +417,13 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
                         for f in findings]
 
             override = parse_overrides(items, world_size=world_size, where=where, base=base)
-            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename, written_for)
+            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename, written_for,
+                                 header_line)
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
-                         lambda findings: locate_all(doc, findings), doc.filename, written_for, doc)
+                         lambda findings: locate_all(doc, findings), doc.filename, written_for, header_line, doc)
 
 
 def refuse_dotted_keys(doc: Document) -> None:

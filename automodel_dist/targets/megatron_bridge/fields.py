@@ -10,8 +10,9 @@ A section the recipe leaves None (most recipes' `comm_overlap`, a non-PEFT recip
 Hydra refuses them, and the YAML merge turns the section into a plain dict that fails later (`'dict' object has
 no attribute 'data_parallel_size'`), unless the override builds the object with `_target_`.
 
-The field names, and each recipe's values at the keys the target models (what a key the override set leaves out
-runs with) and at the model facts it reads (its bridge's vocabulary padding), are data
+The field names, each recipe's values at the keys the target models (what a key the override set leaves out
+runs with) and at the model facts it reads (its bridge's vocabulary padding), and the name of every recipe function
+Megatron-Bridge exports (a name close to one but not one is a typo), are data
 (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from the installed
 package's recipes; tests/test_mbridge_fields_oracle.py checks it).
 """
@@ -50,16 +51,7 @@ class ConfigFields:
     # ALL_RECIPES: [None leaves]}}
     hydra: Mapping[str, Mapping[str, Sequence[str]]]
     precisions: Mapping[str, Mapping[str, Any]]  # {precision recipe name: {PRECISION_FIELDS field: value}}
-
-    def root(self, recipe: str | None) -> Mapping[str, str | None]:
-        """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
-        if recipe in self.recipes:
-            return self.recipes[recipe]
-        merged: dict[str, str | None] = {}
-        for fields in self.recipes.values():
-            for name, kind in fields.items():
-                merged[name] = merged.get(name) or kind
-        return merged
+    functions: frozenset[str]  # every recipe function Megatron-Bridge exports, those not in `recipes` too
 
     def usual_class(self, section: str) -> str | None:
         """The class the recipes that build `section` hold there (CommOverlapConfig, LoRA)."""
@@ -77,7 +69,7 @@ class ConfigFields:
 def config_fields() -> ConfigFields:
     data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
     return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"], hydra=data["hydra"],
-                        precisions=data["precisions"])
+                        precisions=data["precisions"], functions=frozenset(data["functions"]))
 
 
 def precision_recipe(name: str) -> Mapping[str, Any] | None:
@@ -125,11 +117,20 @@ def _built(fields: ConfigFields, flat: Mapping[str, Any]) -> dict[str, str | Non
 def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
     """Every dotted key of `flat` ({dotted key: value}) the recipe's ConfigContainer has no field for, in order.
     A section the override builds (`<section>._target_: <class>`) takes that class's fields; a section every recipe
-    holds an object in takes no value."""
+    holds an object in takes no value. For a recipe not known here, the keys no known recipe takes (the recipes hold
+    different classes in a section: a pretrain recipe's dataset has no packing, an sft recipe's has)."""
     fields = config_fields()
+    if recipe not in fields.recipes:
+        each = [_key_problems(fields, flat, known) for known in sorted(fields.recipes)]
+        everywhere = set.intersection(*({problem.path for problem in problems} for problems in each))
+        return [problem for problem in each[0] if problem.path in everywhere]
+    return _key_problems(fields, flat, recipe)
+
+
+def _key_problems(fields: ConfigFields, flat: Mapping[str, Any], recipe: str) -> list[KeyProblem]:
     built = _built(fields, flat)
-    root = fields.root(recipe)
-    unset = fields.unset(recipe) if recipe in fields.recipes else frozenset()
+    root = fields.recipes[recipe]
+    unset = fields.unset(recipe)
     out, seen = [], set()
     for path, value in flat.items():
         problem = _walk(fields, root, path, built, unset) or _section_value(fields, root, path, value)
