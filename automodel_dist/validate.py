@@ -189,9 +189,10 @@ def header_world(text: str) -> tuple[int, int] | None:
     `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
     """
     found = _header_match(text, _WORLD_HEADER)
-    if found and int(found[1][1]) > 0 and int(found[1][2]) > 0:
-        return int(found[1][1]), int(found[1][2])
-    return None
+    if found is None:
+        return None
+    nodes, gpus = int(found[1][1]), int(found[1][2])
+    return (nodes, gpus) if nodes > 0 and gpus > 0 else None
 
 
 def header_recipe(text: str) -> str | None:
@@ -203,7 +204,10 @@ def header_recipe(text: str) -> str | None:
 def header_recipe_at(text: str) -> tuple[str, int] | None:
     """(recipe function, 1-based line) of the `# recipe: NAME` line opening an override set."""
     found = _header_match(text, _RECIPE_HEADER)
-    return (found[1][1], found[0]) if found else None
+    if found is None:
+        return None
+    line, match = found
+    return match[1], line
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:
