@@ -105,7 +105,7 @@ def _judge_recipe(doc: Document, config: Any, missing: list[MissingEnvVar], *, w
         return Report(findings=_located(doc, [r.SKIPPED.finding(
             "a diffusion recipe (fsdp:/ddp:/flow_matching: sections, no distributed:): AutoModel's diffusion trainer "
             "reads a different schema, which validate does not judge", path="")]), source=doc.filename)
-    findings: list[Finding] = env_var_findings(missing) + _duplicate_key_findings(doc)
+    findings: list[Finding] = env_var_findings(missing) + duplicate_key_findings(doc)
     spec = _model(config, model, findings)
     gpu_spec = _gpu(gpu)
     findings += check_recipe(config, world_size=world_size, gpus_per_node=gpus_per_node, model=spec)
@@ -154,12 +154,13 @@ def env_var_findings(missing: list[MissingEnvVar]) -> list[Finding]:
             for m in missing]
 
 
-def _duplicate_key_findings(doc: Document) -> list[Finding]:
-    """A key written twice in one mapping loads fine (AutoModel's PyYAML keeps the last value), but the
-    earlier value is silently ignored: a warning at the ignored one."""
-    return [r.SCHEMA.finding(f"key {dup.key!r} is written again later in the same mapping: AutoModel keeps the "
-                             "later value and ignores this one", path="", severity=WARNING,
-                             hint="delete one of the two").located(dup.line, dup.col)
+def duplicate_key_findings(doc: Document, rule: r.Rule = r.SCHEMA, *, severity: str = WARNING,
+                           outcome: str = "AutoModel keeps the later value and ignores this one") -> list[Finding]:
+    """A finding at each key written twice in one mapping (at the earlier one), saying what the framework does with
+    the file (`outcome`): AutoModel's PyYAML loads it and silently ignores the earlier value (a warning); a target
+    whose loader refuses the file passes its own rule and words."""
+    return [rule.finding(f"key {dup.key!r} is written again later in the same mapping: {outcome}", path="",
+                         severity=severity, hint="delete one of the two").located(dup.line, dup.col)
             for dup in doc.duplicate_keys]
 
 
@@ -170,15 +171,15 @@ _RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
 _GPU_HEADER = re.compile(r"^#\s*gpu:\s*([A-Za-z0-9._-]+)\s*$")
 
 
-def _header_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
-    """The first line of the comments that open a file matching `pattern`."""
-    for line in text.splitlines():
+def _header_match(text: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[str]] | None:
+    """(1-based line, match) of the first line of the comments that open a file matching `pattern`."""
+    for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             return None  # the opening comment block is over
         match = pattern.match(stripped)
         if match:
-            return match
+            return number, match
     return None
 
 
@@ -188,10 +189,11 @@ def header_world(text: str) -> tuple[int, int] | None:
     A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
     `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
     """
-    match = _header_match(text, _WORLD_HEADER)
-    if match and int(match[1]) > 0 and int(match[2]) > 0:
-        return int(match[1]), int(match[2])
-    return None
+    found = _header_match(text, _WORLD_HEADER)
+    if found is None:
+        return None
+    nodes, gpus = int(found[1][1]), int(found[1][2])
+    return (nodes, gpus) if nodes > 0 and gpus > 0 else None
 
 
 def header_gpu(text: str) -> str | None:
@@ -203,8 +205,17 @@ def header_gpu(text: str) -> str | None:
 
 def header_recipe(text: str) -> str | None:
     """The Megatron-Bridge recipe function from a `# recipe: NAME` line opening an override set."""
-    match = _header_match(text, _RECIPE_HEADER)
-    return match[1] if match else None
+    found = header_recipe_at(text)
+    return found[0] if found else None
+
+
+def header_recipe_at(text: str) -> tuple[str, int] | None:
+    """(recipe function, 1-based line) of the `# recipe: NAME` line opening an override set."""
+    found = _header_match(text, _RECIPE_HEADER)
+    if found is None:
+        return None
+    line, match = found
+    return match[1], line
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:

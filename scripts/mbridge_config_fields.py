@@ -1,10 +1,10 @@
 """Rewrite automodel_dist/data/megatron_bridge/config_fields.json: the field names of every Megatron-Bridge recipe
 function's ConfigContainer the target knows (recipes.RECIPES), its values at the keys the target models
 (overrides.KEYS: what an override set that leaves a key out runs with) and the model facts it reads beside them
-(MODEL_FACTS), what its Hydra overrides see, and the
-fields of every named mixed-precision recipe (fields.PRECISION_FIELDS), read from the installed megatron-bridge 0.6.2 by
-building each recipe in the test oracle's venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py
-checks the file against it).
+(MODEL_FACTS), what its Hydra overrides see, the name of every recipe function Megatron-Bridge exports (so a typo'd
+one is told from one the target does not know), and the fields of every named mixed-precision recipe
+(fields.PRECISION_FIELDS), read from the installed megatron-bridge 0.6.2 by building each recipe in the test oracle's
+venv (tests/mbridge_oracle.py; tests/test_mbridge_fields_oracle.py checks the file against it).
 
     .venv/bin/python scripts/mbridge_config_fields.py [--check]
 """
@@ -66,9 +66,9 @@ def read_installed() -> dict[str, Any]:
 
     oracle = Oracle()
     try:
-        functions = sorted(r.function for r in RECIPES.values())
-        data = merge(oracle.fields(functions, sorted({key.path for key in KEYS} - HOST_DEPENDENT | MODEL_FACTS)))
-        return {**data, "precisions": oracle.precisions(list(PRECISION_FIELDS))}
+        known = sorted(r.function for r in RECIPES.values())
+        data = merge(oracle.fields(known, sorted({key.path for key in KEYS} - HOST_DEPENDENT | MODEL_FACTS)))
+        return {**data, "precisions": oracle.precisions(list(PRECISION_FIELDS)), "functions": oracle.functions()}
     finally:
         oracle.close()
 

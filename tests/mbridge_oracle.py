@@ -18,7 +18,8 @@ Protocol: one JSON request per line: {"cases": [{"recipe", "world_size", "overri
 [name, major, minor], optionally "config_file": a YAML override file, "read": [dotted paths], "flops": true}]}; one
 answer per line: {"results": [{"ok": bool, "error": "Type: message", "values": {path: the validated config's value,
 "flops": Megatron-Bridge's model FLOPs of one sequence when asked}}]}.
-The data script's requests: {"fields": [recipe functions], "read": [...]} and {"precisions": [fields]}.
+The data script's requests: {"fields": [recipe functions], "read": [...]}, {"precisions": [fields]} and
+{"functions": true} (every recipe function's name).
 """
 
 from __future__ import annotations
@@ -239,6 +240,13 @@ class _Worker:
         return {name: {field: getattr(make(), field) for field in read}
                 for name, make in sorted(MIXED_PRECISION_RECIPES.items()) if "-" not in name}
 
+    def functions(self) -> list[str]:
+        """The recipe functions Megatron-Bridge exports (megatron.bridge.recipes: its callables named *_config)."""
+        import megatron.bridge.recipes as recipes
+
+        return sorted(name for name in dir(recipes)
+                      if name.endswith("_config") and not name.startswith("_") and callable(getattr(recipes, name)))
+
     def base(self, recipe: str) -> Any:
         import copy
 
@@ -326,6 +334,9 @@ def serve() -> None:
         if "precisions" in request:
             print(json.dumps({"precisions": worker.precisions(request["precisions"])}), flush=True)
             continue
+        if "functions" in request:
+            print(json.dumps({"functions": worker.functions()}), flush=True)
+            continue
         if "fields" in request:
             print(json.dumps({"fields": {recipe: worker.fields(recipe, request.get("read", []))
                                          for recipe in request["fields"]}}), flush=True)
@@ -370,6 +381,13 @@ class Oracle:
         self.proc.stdin.write(json.dumps({"fields": recipes, "read": read}) + "\n")
         self.proc.stdin.flush()
         return self._read()["fields"]
+
+    def functions(self) -> list[str]:
+        """Every recipe function Megatron-Bridge exports (`_Worker.functions`)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"functions": True}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()["functions"]
 
     def precisions(self, read: list[str]) -> dict[str, dict[str, Any]]:
         """The `read` fields of every mixed-precision recipe Megatron-Bridge registers (`_Worker.precisions`)."""

@@ -155,10 +155,70 @@ def test_explain_shows_the_megatron_settings_and_why(capsys: pytest.CaptureFixtu
     assert "comm_overlap.overlap_moe_expert_parallel_comm = true: every prerequisite holds" in text
 
 
-def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+TINY = "model:\n  tensor_model_parallel_size: 2\ntrain:\n  global_batch_size: 64\n"
+# keys of an sft recipe's dataset (a pretrain recipe's has no packing)
+PACKED = "dataset:\n  offline_packing_specs:\n    packed_sequence_size: 4096\n"
+
+
+@pytest.mark.parametrize(("header", "flag", "where"), [
+    ("", "qwen3_8b_sft_confg", "--recipe: "), ("# recipe: qwen3_8b_sft_confg\n", None, "o.yaml:1:1: ")])
+def test_a_misspelled_recipe_function_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, header: str,
+                                                   flag: str | None, where: str) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text(header + TINY + PACKED)
+    recipe = ["--recipe", flag] if flag else []
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", *recipe)
+    assert code == 2 and f"{where}Megatron-Bridge 0.6.2 has no recipe function 'qwen3_8b_sft_confg'" in err
+    assert "(did you mean 'qwen3_8b_sft_config'?)" in err
+    path.write_text(header.replace("confg", "config") + TINY + PACKED)  # the valid neighbour
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge",
+                          *[r.replace("confg", "config") for r in recipe])
+    assert code == 0 and "0 error(s)" in report
+
+
+@pytest.mark.parametrize(("recipe", "note"), [
+    ("zz_unrelated_name", "is no recipe function Megatron-Bridge 0.6.2 exports"),
+    ("llama31_8b_sft_2gpu_h100_bf16_config", "is not one this tool knows")])  # Megatron-Bridge has it
+def test_a_recipe_function_this_tool_does_not_know_is_a_note(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             recipe: str, note: str) -> None:
+    """Close to no recipe function: judged with the keys no recipe takes (an sft dataset's packing is not one)."""
+    path = tmp_path / "o.yaml"
+    path.write_text("model:\n  tensor_model_paralel_size: 2\n" + PACKED)
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--recipe", recipe)
+    assert code == 1 and f"model rules skipped: recipe {recipe} {note}" in report
+    assert "[mb-unknown-key] model.tensor_model_paralel_size" in report and "offline_packing_specs" not in report
+
+
+def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "compile", str(EXAMPLES / "mixtral-8x7b-lora-16xh200.yaml"), "--target",
                        "megatron-bridge")
-    assert code == 2 and "ships no peft recipe" in err
+    assert code == 2 and "mixtral-8x7b-lora-16xh200.yaml:3:1: Megatron-Bridge 0.6.2 ships no peft recipe" in err
+    intent = tmp_path / "i.yaml"  # a name that spans lines is told on one, at the model key
+    intent.write_text("hardware: {gpu: h100-80gb}\ntraining: {seq_length: 4096, global_batch_size: 64}\n"
+                      'model:\n  name: "tiny\\nmodel"\n  family: custom\n'
+                      "  num_layers: 4\n  hidden_size: 256\n  num_attention_heads: 4\n  num_key_value_heads: 4\n"
+                      "  head_dim: 64\n  intermediate_size: 1024\n  vocab_size: 32000\n")
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 2 and "i.yaml:3:1: Megatron-Bridge 0.6.2 ships no sft recipe for tiny\\nmodel\n" in err
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ("  num_routed_experts: 96\n", "num_routed_experts 96 (the recipe's 128)"),
+    ("  num_layers: 30\n  num_routed_experts: 96\n", "num_layers 30 (the recipe's 48), num_routed_experts 96"),
+])
+def test_a_model_the_recipe_does_not_build_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        changes: str, named: str) -> None:
+    """The override set trains what the recipe function builds: a changed architecture would be planned for one
+    model and run with another."""
+    intent = tmp_path / "i.yaml"
+    text = ("hardware: {gpu: h100-80gb, nodes: 6}\ntraining: {task: pretrain, seq_length: 4096, "
+            "global_batch_size: 1152}\nmodel:\n  preset: qwen3-30b-a3b\n")
+    intent.write_text(text + changes)
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 2 and "i.yaml:3:1: qwen3_30b_a3b_pretrain_config builds qwen3-30b-a3b" in err and named in err
+    intent.write_text(text)  # the valid neighbour: the preset as the recipe builds it
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
+    assert code == 0, err
 
 
 def test_a_launcher_value_an_sbatch_line_cannot_carry_is_bad_input(capsys: pytest.CaptureFixture[str],

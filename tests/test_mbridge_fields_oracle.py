@@ -27,9 +27,11 @@ from mbridge_oracle import Oracle, available
 from test_mbridge_keys import (
     APPEND_CASES,
     BAD_RECIPE,
+    DUPLICATED,
     KEY_CASES,
     Q30,
     RECIPE_VALUE_CASES,
+    UNDUPLICATED,
     VALUE_CASES,
     hydra_list,
     nested,
@@ -42,7 +44,7 @@ from automodel_dist.targets.megatron_bridge.choose import mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
 from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, recipe_values
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
-from automodel_dist.targets.megatron_bridge.rules import check_keys
+from automodel_dist.targets.megatron_bridge.rules import NONE_SECTION_REFUSALS, check_keys
 from automodel_dist.yamlio import dump_yaml
 
 pytestmark = [
@@ -54,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "intents"
 H100 = list(DEVICES["h100-80gb"])
 WORLD = {"qwen3_30b_a3b_pretrain_config": 16, "qwen3_235b_a22b_pretrain_config": 256,
-         "deepseek_v3_pretrain_config": 1024}
+         "deepseek_v3_pretrain_config": 1024, "qwen3_8b_sft_config": 16, "qwen3_next_80b_a3b_sft_config": 16}
 
 
 @pytest.fixture(scope="module")
@@ -102,13 +104,26 @@ def test_key_rule_cases_agree_with_megatron(oracle: Oracle, tmp_path: Path) -> N
         if kind == "good":
             ok = not ours and applied
         else:  # Megatron refuses the set in words we quote, or runs without the value
-            said = [f"Could not override '{f.path}'" for f in ours] + ["'dict' object has no attribute"]
+            said = [f"Could not override '{f.path}'" for f in ours] + ["'dict' object has no attribute",
+                                                                       *NONE_SECTION_REFUSALS.values()]
             quoted = theirs["ok"] or any(x in theirs["error"] and any(x in f.message for f in ours) for x in said)
             ok = bool(ours) and not applied and quoted
         if not ok:
             wrong.append((rule, kind, "hydra" if hydra else "yaml", flat, [f.message for f in ours], theirs))
     print(f"\nkey rule cases: {len(expect)} override sets (YAML and Hydra), {len(expect) - len(wrong)} agree")
     assert wrong == [], "\n".join(str(w)[:400] for w in wrong)
+
+
+def test_megatron_refuses_a_yaml_file_with_a_key_written_twice(oracle: Oracle, tmp_path: Path) -> None:
+    """mb-yaml-duplicate-key: Megatron-Bridge's loader refuses the file, and takes its neighbour."""
+    cases = []
+    for name, text in (("dup", DUPLICATED), ("neighbour", UNDUPLICATED)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        cases.append({"recipe": Q30, "world_size": 16, "gpu": H100, "overrides": [], "config_file": str(path)})
+    refused, taken = oracle.judge(cases)
+    assert not refused["ok"] and "found duplicate key tensor_model_parallel_size" in refused["error"]
+    assert taken["ok"], taken["error"]
 
 
 @pytest.mark.parametrize("name", ["qwen3-235b-a22b-256xh100", "qwen3-235b-a22b-128xgb200"])

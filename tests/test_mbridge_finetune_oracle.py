@@ -52,6 +52,7 @@ INTENTS = [
     *(intent("Qwen/Qwen3-30B-A3B", gpu, nodes, task) for gpu, nodes in (("h100-80gb", 2), ("b200", 1))
       for task in ("sft", "peft")),
     intent("Qwen/Qwen3-30B-A3B", "h100-80gb", 2, "sft", seq=8192, cp=2),
+    intent("Qwen/Qwen3-Next-80B-A3B-Instruct", "h100-80gb", 4, "sft"),  # its recipe packs no sequences
 ]
 
 
@@ -88,7 +89,7 @@ def expected(result: MegatronCompileResult, checkpoint: str) -> dict[str, Any]:
 def test_sft_and_peft_override_sets_pass_megatron(oracle: Oracle, compiled: list[MegatronCompileResult]) -> None:
     recipes = {r.recipe_function for r in compiled}
     assert {"llama31_8b_sft_config", "llama31_8b_peft_config", "llama31_70b_sft_config", "llama31_70b_peft_config",
-            "qwen3_30b_a3b_sft_config", "qwen3_30b_a3b_peft_config"} <= recipes
+            "qwen3_30b_a3b_sft_config", "qwen3_30b_a3b_peft_config", "qwen3_next_80b_a3b_sft_config"} <= recipes
     assert any(r.layout.cp > 1 and r.problem.training.task == "sft" for r in compiled)
     assert any(r.layout.cp > 1 and r.problem.training.task == "peft" for r in compiled)
     verdicts = oracle.judge([case(r) for r in compiled])
@@ -104,7 +105,8 @@ def test_sft_and_peft_override_sets_pass_megatron(oracle: Oracle, compiled: list
 def test_the_yaml_file_passes_megatrons_config_file_merge(oracle: Oracle, compiled: list[MegatronCompileResult],
                                                           tmp_path: Path) -> None:
     """The YAML form (merged by Megatron-Bridge's config-file path: peft keys and oc.env in a file) lands the same."""
-    chosen = [*[r for r in compiled if r.layout.cp > 1][:2], compiled[-1]]
+    chosen = [*[r for r in compiled if r.layout.cp > 1][:2], compiled[-1],
+              next(r for r in compiled if r.recipe_function == "qwen3_next_80b_a3b_sft_config")]
     cases = []
     for i, result in enumerate(chosen):
         path = tmp_path / f"overrides-{i}.yaml"

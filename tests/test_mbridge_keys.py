@@ -24,6 +24,9 @@ from automodel_dist.targets.megatron_bridge.rules import check_keys
 Q30 = "qwen3_30b_a3b_pretrain_config"    # builds a CommOverlapConfig
 Q235 = "qwen3_235b_a22b_pretrain_config"  # leaves comm_overlap None
 DSV3 = "deepseek_v3_pretrain_config"      # MLAModelProvider
+Q3NEXT_SFT = "qwen3_next_80b_a3b_sft_config"  # leaves dataset.offline_packing_specs None: it packs no sequences
+Q8_SFT = "qwen3_8b_sft_config"            # packs sequences of 2048
+PACKED = "dataset.offline_packing_specs.packed_sequence_size"
 COMM = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "intents"
 # A CommOverlapConfig built by the override set (tp_comm_overlap has no default).
@@ -44,9 +47,10 @@ KEY_CASES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
      Q30),  # bad on Q235 (below)
     ("mb-target-required", {f"comm_overlap.{TARGET}": COMM, "comm_overlap.bucket_size": BUCKET},
      {**BUILT, "comm_overlap.bucket_size": BUCKET}, Q235),
+    ("mb-section-missing", {PACKED: 2048}, {PACKED: 2048}, Q8_SFT),  # bad on Qwen3-Next's sft recipe (below)
 ]
 # The recipe a bad case is judged with when it differs from its neighbour's.
-BAD_RECIPE = {4: Q30, 7: Q235}
+BAD_RECIPE = {4: Q30, 7: Q235, 9: Q3NEXT_SFT}
 
 
 def hydra_list(flat: dict[str, Any]) -> list[str]:
@@ -121,6 +125,25 @@ def test_compiled_override_sets_use_only_known_keys(name: str) -> None:
     result = compile_megatron(EXAMPLES / f"{name}.yaml")
     assert check_keys(flat_overrides(result.recipe), result.recipe_function, hydra=False) == []
     assert check_keys(flat_overrides(list(result.hydra)), result.recipe_function, hydra=True) == []
+
+
+def test_a_recipe_that_packs_no_sequences_gets_no_packing_keys() -> None:
+    """Qwen3-Next's sft recipe leaves dataset.offline_packing_specs None: the set writes no packing, and the packing
+    keys are refused in both forms, located at the key."""
+    result = compile_megatron({"model": "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                               "hardware": {"gpu": "h100-80gb", "nodes": 4},
+                               "training": {"task": "sft", "seq_length": 4096, "global_batch_size": 128}})
+    assert result.recipe_function == Q3NEXT_SFT
+    assert not any("offline_packing_specs" in path for path in flat_overrides(result.recipe))
+    assert not any("offline_packing_specs" in item for item in result.hydra)
+    assert result.override is not None and result.override.settings.packed_sequence_size is None
+    for source in (result.recipe, list(result.hydra)):
+        assert validate_recipe(source, world_size=32, target="megatron-bridge", recipe_function=Q3NEXT_SFT).ok
+    [yaml] = check_keys({PACKED: 4096}, Q3NEXT_SFT, hydra=False)
+    assert "enable_offline_packing must be True when offline_packing_specs is set." in yaml.message
+    assert yaml.path == PACKED and "drop the dataset.offline_packing_specs keys" in yaml.hint
+    [hydra] = check_keys({PACKED: 4096}, Q3NEXT_SFT, hydra=True)
+    assert f"Could not override '{PACKED}'" in hydra.message
 
 
 @pytest.mark.parametrize(("suffix", "text", "where"), [
@@ -295,7 +318,25 @@ def test_a_file_judged_against_another_recipe_than_its_header_names_is_told_so(f
     assert warned(Q30) == []
 
 
+# A YAML override file with a key written twice in one mapping (lines 2 and 4), and its valid neighbour.
+UNDUPLICATED = "model:\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n"
+DUPLICATED = UNDUPLICATED + "  tensor_model_parallel_size: 1\n"
+
+
+def test_a_key_written_twice_in_a_yaml_file_is_an_error(tmp_path: Path) -> None:
+    """Megatron-Bridge's YAML loader refuses the file (ConstructorError: found duplicate key); AutoModel's keeps the
+    later value, so the AutoModel target warns instead (tests/test_validate.py)."""
+    path = tmp_path / "overrides.yaml"
+    path.write_text(DUPLICATED, encoding="utf-8")
+    report = validate_recipe(path, world_size=16, target="megatron-bridge", recipe_function=Q30)
+    [finding] = [f for f in report.errors if f.rule == "mb-yaml-duplicate-key"]
+    assert (finding.line, finding.col) == (2, 3) and "'tensor_model_parallel_size'" in finding.message
+    assert "found duplicate key" in finding.message
+    path.write_text(UNDUPLICATED, encoding="utf-8")
+    assert validate_recipe(path, world_size=16, target="megatron-bridge", recipe_function=Q30).ok
+
+
 def covered_rules() -> set[str]:
     """The rules this module's cases trigger (the registry-coverage tests count them)."""
     return ({c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
-            | {"mb-recipe-header"})
+            | {"mb-recipe-header", "mb-yaml-duplicate-key"})

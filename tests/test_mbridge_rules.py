@@ -41,6 +41,7 @@ GRAPHS = S(cuda_graph_impl="transformer_engine", cuda_graph_scope=("moe_router",
 DWC_ATTN = S(ep_overlap=True, delay_wgrad=True, cuda_graph_impl="transformer_engine",
              cuda_graph_scope=("attn",), te_rng_tracker=True)
 Q = {"model": QWEN3_30B}
+LAYOUT_4 = "Et*12|t*12|t*12|t*12L"  # Qwen3-30B-A3B's 48 layers in 4 stages: VPP 2 at PP 2
 # The sft/peft recipes' keys as the compiler writes them (choose.finetune): packed, CP-ready, checkpoint from
 # the environment (the oracle worker sets it), and a LoRA adapter for peft.
 SFT_CP = S(packed_sequence_size=4096, pad_seq_to_mult=4, per_token_loss=True, average_in_collective=False,
@@ -53,6 +54,8 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-expert-world-divisible", mb(16, pp=2, ep=16, vpp=1), mb(32, pp=2, ep=16), {}),
     ("mb-sp-needs-tp", mb(sequence_parallel=True), mb(tp=2, sequence_parallel=True), {}),
     ("mb-vpp-needs-pp", mb(vpp=2), mb(pp=2, vpp=2), {}),
+    ("mb-vpp-needs-pp", mb(16, S(vpp_set_to_one=True)), mb(16), Q),  # VPP 1 is set, not None
+    ("mb-vpp-needs-pp", mb(16, S(pipeline_layout=LAYOUT_4)), mb(16, S(pipeline_layout="Et*48L")), Q),  # sets VPP 4
     ("mb-vpp-divides-stage-layers", mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=4),
      mb(16, S(account_for_embedding=True, account_for_loss=True), pp=2, vpp=5), Q),
     ("mb-packed-micro-batch", mb(16, S(packed_sequence_size=4096), micro_batch_size=2),
@@ -72,6 +75,10 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-pipeline-layout", mb(64, S(pipeline_layout="Et*3|(tt|)*29m|L", mtp_num_layers=1, account_for_loss=True),
                               pp=8, vpp=4),
      mb(64, S(pipeline_layout="Et*3|(tt|)*29m|L", mtp_num_layers=1), pp=8, vpp=4), {"model": DSV3}),
+    ("mb-pipeline-layout", mb(16, S(pipeline_layout=LAYOUT_4, vpp_set_to_one=True), pp=2),
+     mb(16, S(pipeline_layout=LAYOUT_4), pp=2, vpp=2), Q),
+    ("mb-pipeline-layout", mb(16, S(pipeline_layout=LAYOUT_4), pp=2, vpp=4),
+     mb(16, S(pipeline_layout=LAYOUT_4), pp=2), Q),  # VPP None takes the layout's 2
     ("mb-pp-divides-layers", mb(16, S(account_for_embedding=True, account_for_loss=True), pp=4), mb(16, pp=4), Q),
     ("mb-cp-seq-divisible", mb(48, cp=3), mb(16, cp=4), {}),
     ("mb-seq-length-match", mb(16, S(dataset_seq_length=8192)), mb(16, S(dataset_seq_length=4096)), {}),
@@ -86,6 +93,8 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-ep-overlap-experts", mb(16, EPO), mb(16), {"model": LLAMA_8B}),
     ("mb-ep-overlap-dispatcher", mb(16, EPO.with_(dispatcher_type="allgather"), ep=16), mb(16, EPO, ep=16), Q),
     ("mb-ep-overlap-vpp", mb(16, EPO, pp=2, ep=8), mb(16, EPO, pp=2, vpp=2, ep=8), Q),
+    ("mb-ep-overlap-vpp", mb(16, EPO.with_(pipeline_layout=LAYOUT_4), pp=2, ep=8),  # asked before the layout sets it
+     mb(16, EPO.with_(pipeline_layout=LAYOUT_4), pp=2, vpp=2, ep=8), Q),
     ("mb-ep-overlap-full-recompute", mb(16, EPO.with_(recompute_granularity="full", recompute_method="uniform",
                                                         recompute_num_layers=1), ep=16),
      mb(16, EPO.with_(recompute_granularity="selective", recompute_modules=("moe_act",)), ep=16), Q),

@@ -91,6 +91,16 @@ def test_yaml_and_hydra_round_trip(x: OverrideSet) -> None:
     assert parse_overrides(hydra_overrides(x), world_size=x.layout.world_size) == x
 
 
+@pytest.mark.parametrize(("vpp", "set_to_one"), [("null", False), ("1", True), ("2", False)])
+def test_a_vpp_of_one_is_kept_apart_from_none(vpp: str, set_to_one: bool) -> None:
+    """MCore holds a set VPP (1 too) against a pipeline layout and EP overlap, where None takes the layout's."""
+    text = f"model:\n  pipeline_model_parallel_size: 2\n  virtual_pipeline_model_parallel_size: {vpp}\n"
+    x = parse_overrides(load_document(text), world_size=16)
+    assert x.settings.vpp_set_to_one is set_to_one and x.layout.vpp == (2 if vpp == "2" else 1)
+    assert parse_overrides(load_document(override_yaml(x, {})), world_size=16) == x
+    assert parse_overrides(hydra_overrides(x), world_size=16) == x
+
+
 @pytest.mark.parametrize("name", COMPILED_INTENTS)
 def test_compiled_override_set_round_trips_and_passes_its_rules(name: str) -> None:
     result = compile_megatron(EXAMPLES / name)

@@ -161,16 +161,20 @@ def pipeline_layout(num_layers: int, pp: int, vpp: int, mtp: int | None) -> str 
     return out
 
 
-def finetune(problem: Problem, layout: Layout, s: MegatronSettings) -> tuple[MegatronSettings, dict[str, str]]:
-    """The sft/peft recipes' keys: packing (padded for CP), the loss averaging Megatron-Bridge demands when
+def finetune(problem: Problem, layout: Layout, s: MegatronSettings,
+             packs: bool) -> tuple[MegatronSettings, dict[str, str]]:
+    """The sft/peft recipes' keys: packing (padded for CP) where the recipe packs (`packs`: one that leaves
+    `dataset.offline_packing_specs` None refuses the keys), the loss averaging Megatron-Bridge demands when
     fine-tuning with CP ("When finetuning with CP>1, calculate_per_token_loss must be True" / "average_in_
     collective must be False"), the checkpoint the weights load from ("PEFT requires a pretrained checkpoint
     path"), and the LoRA adapter's rank (alpha 2 x rank, as the AutoModel target writes)."""
     training, cp = problem.training, layout.cp
-    s = s.with_(packed_sequence_size=training.seq_length, pad_seq_to_mult=2 * cp if cp > 1 else 1)
-    why = {"packed_sequence_size": "the sft/peft recipes pack sequences: one packed sequence of seq_length",
-           "pad_seq_to_mult": (f"CP={cp} splits each packed sequence into 2 x CP chunks: pad to a multiple of "
-                               f"{2 * cp}" if cp > 1 else "no CP: no padding (the recipe pads for its own CP)")}
+    why: dict[str, str] = {}
+    if packs:
+        s = s.with_(packed_sequence_size=training.seq_length, pad_seq_to_mult=2 * cp if cp > 1 else 1)
+        why["packed_sequence_size"] = "the sft/peft recipes pack sequences: one packed sequence of seq_length"
+        why["pad_seq_to_mult"] = (f"CP={cp} splits each packed sequence into 2 x CP chunks: pad to a multiple of "
+                                  f"{2 * cp}" if cp > 1 else "no CP: no padding (the recipe pads for its own CP)")
     if cp > 1:
         s = s.with_(per_token_loss=True, average_in_collective=False)
         why["per_token_loss"] = "fine-tuning with CP: ranks whose tokens are all masked would divide by zero"
@@ -283,7 +287,7 @@ def _settled(problem: Problem, layout: Layout, recompute: tuple[tuple[str, ...],
                                       "CommOverlapConfig they set")
     why["seq_length"] = why["dataset_seq_length"] = "the intent's sequence length"
     if problem.training.task in ("sft", "peft"):
-        s, finetune_why = finetune(problem, layout, s)
+        s, finetune_why = finetune(problem, layout, s, packs=recipe is None or recipe.packs)
         why.update(finetune_why)
     if s.mtp_num_layers:
         why["mtp_num_layers"] = "the model's multi-token-prediction layer (Megatron-Bridge's provider)"

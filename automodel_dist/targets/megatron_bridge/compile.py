@@ -8,11 +8,12 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from automodel_dist import limits
+from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
@@ -74,13 +75,14 @@ from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
 from automodel_dist.targets.megatron_bridge.rules import (
     RECIPE_HEADER,
+    YAML_DUPLICATE,
     check_appends,
     check_keys,
     check_overrides,
     check_sbatch,
 )
 from automodel_dist.textsafe import one_line
-from automodel_dist.validate import header_recipe, memory_fit_finding, read_sbatch
+from automodel_dist.validate import duplicate_key_findings, header_recipe_at, memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
 from automodel_dist.yamlio import Document, load_document, parse_document, source_text, to_plain
 
@@ -150,6 +152,26 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     """The model preset a recipe function trains (None for a recipe the table does not know)."""
     preset = preset_for_recipe(recipe)
     return resolve_model(preset) if preset else None
+
+
+# ModelSpec fields that name or describe a model, not its architecture
+_NAMING = frozenset({"name", "family", "source"})
+
+
+def refuse_another_model(model: ModelSpec, recipe: str, where: str) -> None:
+    """An override set trains the model its recipe function builds: an intent whose model differs from it (a preset
+    with architecture fields changed) would be planned for one model and run with another, so it is refused."""
+    built = model_for_recipe(recipe)
+    if built is None:
+        return
+    changed = [f"{item.name} {getattr(model, item.name)} (the recipe's {getattr(built, item.name)})"
+               for item in fields(model) if item.name not in _NAMING
+               and getattr(model, item.name) != getattr(built, item.name)]
+    if changed:
+        raise InputError(f"{recipe} builds {one_line(built.name)} as Megatron-Bridge ships it, and the intent's model "
+                         f"differs in {', '.join(changed)}: the override set would train the recipe's model, not this "
+                         "one", where=where, hint=f"drop the changed fields from model: (compile {built.name} as it "
+                         "is), or compile for --target automodel, which builds the model from its config")
 
 
 def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
@@ -242,7 +264,8 @@ def compile_megatron(source: Source, overrides: Iterable[str] = ()) -> MegatronC
         raise InputError("base_recipe is an AutoModel recipe to merge into; the megatron-bridge target writes "
                          "overrides for a Megatron-Bridge recipe function, which has no file to merge",
                          where=intent.where("base_recipe"), hint="drop base_recipe, or compile for --target automodel")
-    recipe = recipe_function(problem.model, problem.training.task)
+    recipe = recipe_function(problem.model, problem.training.task, where=intent.where("model"))
+    refuse_another_model(problem.model, recipe, intent.where("model"))
     result = plan(problem, check=check_planned, estimate=estimate_planned, screen=screen_planned, space=MegatronSpace)
     best = result.best
     settings, why = decide(problem, best.layout)
@@ -272,6 +295,8 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     limits.check_world(world_size, gpus_per_node)
     sbatch_text, sbatch_file = read_sbatch(sbatch)
     read = _read_overrides(source, world_size, recipe_values(recipe))
+    refuse_a_misspelled_recipe(recipe, f"{read.filename}:{read.header_line}:1" if read.written_for == recipe
+                               else "--recipe")
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
@@ -280,6 +305,10 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
     known = recipe if recipe in recipe_fields().recipes else None
     findings = check_keys(read.flat, known, hydra=read.hydra is not None)
+    if read.doc is not None:
+        findings += duplicate_key_findings(read.doc, YAML_DUPLICATE, severity=ERROR, outcome=(
+            "Megatron-Bridge's YAML loader refuses the file ('ConstructorError: while constructing a mapping ... "
+            "found duplicate key')"))
     if read.written_for not in (None, recipe):
         findings.append(RECIPE_HEADER.finding(
             f"the file was written for {read.written_for} (its `# recipe:` line) and is judged against {recipe}",
@@ -293,12 +322,25 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file, syntax=script_syntax(sbatch_text))
     if spec is None:
-        findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} is not one this tool knows",
-                                          path="", hint="pass --model"))
+        unknown = ("is not one this tool knows" if recipe in recipe_fields().functions else
+                   "is no recipe function Megatron-Bridge 0.6.2 exports (the run would fail looking it up)")
+        findings.append(r.SKIPPED.finding(f"model rules skipped: recipe {recipe} {unknown}", path="",
+                                          hint="pass --model"))
     if cluster is None:
         findings.append(r.SKIPPED.finding("GPU rules (flex dispatcher eligibility, NVLink domain, memory fit) skipped: "
                                           "no GPU", path="", hint="pass --gpu, e.g. --gpu gb200-nvl72"))
     return Report(findings=read.locate(findings), source=read.filename)
+
+
+def refuse_a_misspelled_recipe(recipe: str, where: str) -> None:
+    """A name Megatron-Bridge exports no recipe function by, but close to one it does, is a typo (InputError at
+    `where`: the `# recipe:` line, or --recipe); one close to none stays a note (the model rules are skipped)."""
+    functions = recipe_fields().functions
+    close = did_you_mean(recipe, functions) if recipe not in functions else ""
+    if close:
+        raise InputError(f"Megatron-Bridge 0.6.2 has no recipe function {recipe!r}{close}", where=where,
+                         hint="correct the name (--recipe, or the file's `# recipe:` line): the run would fail looking "
+                              "it up in megatron.bridge.recipes")
 
 
 def override_problem(override: OverrideSet, model: ModelSpec, cluster: ClusterSpec, task: str | None) -> Problem:
@@ -346,6 +388,8 @@ class ReadOverrides:
     locate: Locator
     filename: str
     written_for: str | None = None  # the recipe function the file's `# recipe:` line names
+    header_line: int | None = None  # that line's number
+    doc: Document | None = None  # the YAML document it was read from (None: a Hydra list)
 
 
 def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> ReadOverrides:
@@ -353,12 +397,12 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
         items = _hydra_list(source)
         return ReadOverrides(parse_overrides(items, world_size=world_size, base=base), flat_overrides(items),
                              read_hydra(items), None, list, "<overrides>")
-    written_for = None
+    written_for = header_line = None
     if isinstance(source, Mapping):
         doc = load_document(source, what="overrides")
     else:
         text, filename = source_text(source, what="overrides")
-        written_for = header_recipe(text)
+        written_for, header_line = header_recipe_at(text) or (None, None)
         lines = hydra_file(text, filename)
         if lines is None:
             doc = parse_document(text, filename, what="overrides")
@@ -376,12 +420,13 @@ def _read_overrides(source: Any, world_size: int, base: Mapping[str, Any]) -> Re
                         for f in findings]
 
             override = parse_overrides(items, world_size=world_size, where=where, base=base)
-            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename, written_for)
+            return ReadOverrides(override, flat_overrides(items), hydra, numbers, locate, filename, written_for,
+                                 header_line)
     if "distributed" in doc.data:  # ConfigContainer has no such section (its own is `dist`)
         raise InputError("this is an AutoModel recipe (a distributed: section), not a Megatron-Bridge override set",
                          where=doc.where("distributed"), hint="validate it without --target megatron-bridge")
     return ReadOverrides(parse_overrides(doc, world_size=world_size, base=base), flat_overrides(doc), None, None,
-                         lambda findings: locate_all(doc, findings), doc.filename, written_for)
+                         lambda findings: locate_all(doc, findings), doc.filename, written_for, header_line, doc)
 
 
 def refuse_dotted_keys(doc: Document) -> None:

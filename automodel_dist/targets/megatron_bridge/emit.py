@@ -32,11 +32,11 @@ _HYDRA_PLAIN = re.compile(r"[A-Za-z0-9_.:+\-/]+")
 
 
 def field_value(override: OverrideSet, name: str, on_layout: bool) -> Any:
-    """The value of one field, as written (VPP 1 is `null`: no interleaving; the dataset's sequence length the
-    model's unless set; tuples as lists)."""
+    """The value of one field, as written (VPP 1 is `null`, no interleaving, unless the set holds it at 1; the
+    dataset's sequence length the model's unless set; tuples as lists)."""
     if on_layout:
         value = getattr(override.layout, name)
-        return None if name == "vpp" and value <= 1 else value
+        return None if name == "vpp" and value <= 1 and not override.settings.vpp_set_to_one else value
     value = getattr(override.settings, name)
     if name == "dataset_seq_length" and value is None:
         return override.settings.seq_length  # the two must match

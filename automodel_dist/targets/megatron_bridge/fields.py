@@ -10,8 +10,9 @@ A section the recipe leaves None (most recipes' `comm_overlap`, a non-PEFT recip
 Hydra refuses them, and the YAML merge turns the section into a plain dict that fails later (`'dict' object has
 no attribute 'data_parallel_size'`), unless the override builds the object with `_target_`.
 
-The field names, and each recipe's values at the keys the target models (what a key the override set leaves out
-runs with) and at the model facts it reads (its bridge's vocabulary padding), are data
+The field names, each recipe's values at the keys the target models (what a key the override set leaves out
+runs with) and at the model facts it reads (its bridge's vocabulary padding), and the name of every recipe function
+Megatron-Bridge exports (a name close to one but not one is a typo), are data
 (`data/megatron_bridge/config_fields.json`, written by scripts/mbridge_config_fields.py from the installed
 package's recipes; tests/test_mbridge_fields_oracle.py checks it).
 """
@@ -50,16 +51,7 @@ class ConfigFields:
     # ALL_RECIPES: [None leaves]}}
     hydra: Mapping[str, Mapping[str, Sequence[str]]]
     precisions: Mapping[str, Mapping[str, Any]]  # {precision recipe name: {PRECISION_FIELDS field: value}}
-
-    def root(self, recipe: str | None) -> Mapping[str, str | None]:
-        """The recipe's ConfigContainer fields (an unknown recipe: every recipe's, a dataclass where any has one)."""
-        if recipe in self.recipes:
-            return self.recipes[recipe]
-        merged: dict[str, str | None] = {}
-        for fields in self.recipes.values():
-            for name, kind in fields.items():
-                merged[name] = merged.get(name) or kind
-        return merged
+    functions: frozenset[str]  # every recipe function Megatron-Bridge exports, those not in `recipes` too
 
     def usual_class(self, section: str) -> str | None:
         """The class the recipes that build `section` hold there (CommOverlapConfig, LoRA)."""
@@ -77,7 +69,7 @@ class ConfigFields:
 def config_fields() -> ConfigFields:
     data = json.loads(FIELDS_FILE.read_text(encoding="utf-8"))
     return ConfigFields(recipes=data["recipes"], classes=data["classes"], values=data["values"], hydra=data["hydra"],
-                        precisions=data["precisions"])
+                        precisions=data["precisions"], functions=frozenset(data["functions"]))
 
 
 def precision_recipe(name: str) -> Mapping[str, Any] | None:
@@ -94,8 +86,11 @@ def recipe_values(recipe: str | None) -> Mapping[str, Any]:
 
 
 def builds(recipe: str, section: str) -> bool:
-    """Whether the recipe function's ConfigContainer holds an object in `section` (comm_overlap, peft)."""
-    return config_fields().recipes[recipe].get(section) is not None
+    """Whether the recipe function's ConfigContainer holds an object at `section`, a dotted path (comm_overlap, peft,
+    dataset.offline_packing_specs: Qwen3-Next's sft recipe leaves it None, it packs no sequences)."""
+    fields = config_fields()
+    head = section.split(".", 1)[0]
+    return fields.recipes[recipe].get(head) is not None and section not in fields.unset(recipe)
 
 
 @dataclass(frozen=True)
@@ -122,13 +117,23 @@ def _built(fields: ConfigFields, flat: Mapping[str, Any]) -> dict[str, str | Non
 def key_problems(flat: Mapping[str, Any], recipe: str | None) -> list[KeyProblem]:
     """Every dotted key of `flat` ({dotted key: value}) the recipe's ConfigContainer has no field for, in order.
     A section the override builds (`<section>._target_: <class>`) takes that class's fields; a section every recipe
-    holds an object in takes no value."""
+    holds an object in takes no value. For a recipe not known here, the keys no known recipe takes (the recipes hold
+    different classes in a section: a pretrain recipe's dataset has no packing, an sft recipe's has)."""
     fields = config_fields()
+    if recipe not in fields.recipes:
+        each = [_key_problems(fields, flat, known) for known in sorted(fields.recipes)]
+        everywhere = set.intersection(*({problem.path for problem in problems} for problems in each))
+        return [problem for problem in each[0] if problem.path in everywhere]
+    return _key_problems(fields, flat, recipe)
+
+
+def _key_problems(fields: ConfigFields, flat: Mapping[str, Any], recipe: str) -> list[KeyProblem]:
     built = _built(fields, flat)
-    root = fields.root(recipe)
+    root = fields.recipes[recipe]
+    unset = fields.unset(recipe)
     out, seen = [], set()
     for path, value in flat.items():
-        problem = _walk(fields, root, path, built) or _section_value(fields, root, path, value)
+        problem = _walk(fields, root, path, built, unset) or _section_value(fields, root, path, value)
         if problem is not None and problem.prefix not in seen:  # one finding per unknown section
             seen.add(problem.prefix)
             out.append(problem)
@@ -152,8 +157,11 @@ def _section_value(fields: ConfigFields, root: Mapping[str, str | None], path: s
                       path, section_value=True)
 
 
-def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
-          built: Mapping[str, str | None]) -> KeyProblem | None:
+def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str, built: Mapping[str, str | None],
+          unset: frozenset[str]) -> KeyProblem | None:
+    """The first part of `path` the recipe cannot take: a field no class has, a value taken for a section, or a
+    section the recipe leaves None (at the top, `kind is None`; deeper, in `unset`: Qwen3-Next's sft recipe builds no
+    `dataset.offline_packing_specs`)."""
     parts = path.split(".")
     level: Mapping[str, Any] = root
     owner = "ConfigContainer"
@@ -177,6 +185,9 @@ def _walk(fields: ConfigFields, root: Mapping[str, str | None], path: str,
             return KeyProblem(path, part, owner, f"build one: add {here}.{TARGET}: {fields.target(usual)} (in a Hydra "
                               f"list: +{here}.{TARGET}=..., and + before each {here} key), or drop the {here} keys",
                               here, missing_section=True)
+        elif here in unset:
+            return KeyProblem(path, part, owner, f"drop the {here} keys: the recipe leaves {here} None", here,
+                              missing_section=True)
         level, owner = fields.classes[kind]["fields"], kind
     return None
 
@@ -210,7 +221,7 @@ def append_problems(items: Sequence[tuple[str, str, Any]], recipe: str | None) -
     out = []
     for index, (prefix, path, value) in enumerate(items):
         seen = True if path in placed else _seen_by_hydra(fields, root, path, excluded, unset)
-        if prefix == "" and seen is False and _walk(fields, root, path, built) is None:
+        if prefix == "" and seen is False and _walk(fields, root, path, built, unset) is None:
             out.append(AppendProblem(index, path, True, _kept_out(path, excluded)))
         elif prefix == "+" and seen is True and not isinstance(value, (list, dict)):
             holds_none = placed[path] is None if path in placed else path in unset

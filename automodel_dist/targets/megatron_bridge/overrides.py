@@ -49,6 +49,9 @@ class MegatronSettings:
     cp_comm_type: str = "p2p"
     hierarchical_cp_sizes: tuple[int, ...] | None = None
     pipeline_layout: str | None = None
+    # VPP is 1 and set, not None (the Layout's vpp is 1 for both): Megatron holds a set VPP against a pipeline layout's
+    # stage count and needs one with PP > 1 for EP overlap, where None takes the layout's and PP 1 takes no VPP at all
+    vpp_set_to_one: bool = False
     account_for_embedding: bool = False
     account_for_loss: bool = False
     dispatcher_type: str = "alltoall"

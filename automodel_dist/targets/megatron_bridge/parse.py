@@ -233,6 +233,7 @@ def parse_overrides(source: Document | Mapping[str, Any] | Sequence[str], *, wor
             continue
         value = _typed(key, flat[key.path], locate(key.path))
         (layout_values if key.on_layout else settings_values)[key.field] = value
+    settings_values["vpp_set_to_one"] = layout_values.get("vpp") == 1
     for name in ("vpp", "etp"):
         if layout_values.get(name, 0) is None:
             layout_values[name] = 1

@@ -3,7 +3,8 @@
 `comm_overlap` says whether the function builds a `CommOverlapConfig` (read from its ConfigContainer's fields,
 `fields.py`): one that leaves `cfg.comm_overlap = None` takes `comm_overlap.*` overrides only when the override
 set builds the object itself (`comm_overlap._target_`). Qwen3-Next has no peft recipe: the function raises
-"PEFT is not currently supported for Qwen3-Next models".
+"PEFT is not currently supported for Qwen3-Next models", and its sft recipe packs no sequences (`packs`: it leaves
+`dataset.offline_packing_specs` None, "Packed sequence is NOT supported for Qwen3-Next").
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from automodel_dist.catalog.models import get_preset
 from automodel_dist.catalog.specs import ModelSpec
 from automodel_dist.errors import InputError
 from automodel_dist.targets.megatron_bridge.fields import builds
+from automodel_dist.textsafe import one_line
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,13 @@ class Recipe:
         """The function builds a CommOverlapConfig."""
         return builds(self.function, "comm_overlap")
 
+    @property
+    def packs(self) -> bool:
+        """The function packs sequences offline (it builds `dataset.offline_packing_specs`)."""
+        return builds(self.function, PACKING)
 
+
+PACKING = "dataset.offline_packing_specs"  # the section a recipe that packs sequences offline builds
 _ALL = ("pretrain", "sft", "peft")
 # preset -> (function prefix, tasks); the function is <prefix>_<task>_config.
 _FAMILY: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -68,13 +76,14 @@ def recipe_for(model: ModelSpec, task: str = "pretrain") -> Recipe | None:
     return RECIPES.get((_preset(model), task))
 
 
-def recipe_function(model: ModelSpec, task: str = "pretrain") -> str:
-    """The recipe function's name; InputError when Megatron-Bridge ships none for the model and task."""
+def recipe_function(model: ModelSpec, task: str = "pretrain", *, where: str = "model") -> str:
+    """The recipe function's name; InputError at `where` (the model's key) when Megatron-Bridge ships none for the
+    model and task."""
     recipe = recipe_for(model, task)
     if recipe is None:
         known = sorted(f"{preset} ({task})" for preset, task in RECIPES if preset == _preset(model)) or sorted(
             {preset for preset, _ in RECIPES})
-        raise InputError(f"Megatron-Bridge 0.6.2 ships no {task} recipe for {model.name}", where="model",
+        raise InputError(f"Megatron-Bridge 0.6.2 ships no {task} recipe for {one_line(model.name)}", where=where,
                          hint=f"recipes this target knows: {', '.join(known)}")
     return recipe.function
 

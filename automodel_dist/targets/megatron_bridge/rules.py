@@ -175,12 +175,22 @@ APPEND_PRESENT = _rule("mb-hydra-append-present", ERROR, "",
 RECIPE_HEADER = _rule("mb-recipe-header", WARNING, "",
                       "an override file written for one recipe function (its `# recipe:` line) judged against "
                       "another: its keys and values are the first one's")
+YAML_DUPLICATE = _rule("mb-yaml-duplicate-key", ERROR, "",
+                       "a key written twice in one mapping of a YAML override file: Megatron-Bridge's YAML loader "
+                       "refuses the file")
 HYDRA_DUPLICATE = _rule("mb-hydra-duplicate-key", WARNING, "",
                         "a key set twice in a Hydra list: Hydra applies both, the later value wins")
 HYDRA_EMPTY = _rule("mb-hydra-empty-value", WARNING, "",
                     "`key=` with nothing after `=` sets the key to the empty string in Hydra, not to None")
 PEFT_CHECKPOINT = _rule("mb-peft-pretrained-checkpoint", ERROR, "pretrained_checkpoint",
                         "PEFT needs the pretrained checkpoint its adapters train on")
+
+
+# What Megatron-Bridge's validation says of the plain dict a YAML merge leaves in a section the recipe holds None in:
+# the first attribute it reads fails, but for the packing section, whose switch ConfigContainer.validate checks first.
+DICT_REFUSAL = "'dict' object has no attribute ..."
+NONE_SECTION_REFUSALS = {"dataset.offline_packing_specs":
+                         "enable_offline_packing must be True when offline_packing_specs is set."}
 
 
 @dataclass(frozen=True)
@@ -204,6 +214,20 @@ class Context:
     @property
     def layout(self) -> Layout:
         return self.override.layout
+
+    @property
+    def vpp(self) -> int | None:
+        """virtual_pipeline_model_parallel_size as set (None: not set; the Layout holds 1 for both)."""
+        vpp = self.override.layout.vpp
+        return vpp if vpp > 1 or self.s.vpp_set_to_one else None
+
+    @property
+    def layout_vpp(self) -> int | None:
+        """The VPP MCore reads off the pipeline layout (its stages over PP; None without a layout, or with one PP does
+        not divide): TransformerConfig takes it where VPP is not set, and holds a set VPP to it."""
+        text, pp = self.s.pipeline_layout, self.override.layout.pp
+        stages = len(expand_layout(text)) if text is not None else 0
+        return stages // pp if stages and not stages % pp else None
 
     @property
     def s(self) -> MegatronSettings:
@@ -249,10 +273,11 @@ def _sizes(c: Context) -> list[Finding]:
         out.append(SP_NEEDS_TP.finding("Cannot use sequence parallelism without tensor parallelism (MCore's "
                                        "ModelParallelConfig; as an override it is accepted and does nothing)",
                                        hint="set model.sequence_parallel=false or TP > 1"))
-    if lay.vpp > 1 and lay.pp <= 1:
+    if lay.pp <= 1 and (c.vpp is not None or (c.layout_vpp or 1) > 1):  # initialize_model_parallel's check
         out.append(VPP_NEEDS_PP.finding(
             "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
-            hint="set model.virtual_pipeline_model_parallel_size=null or PP > 1"))
+            hint="set model.virtual_pipeline_model_parallel_size=null (and no pipeline layout of more stages than "
+                 "PP, which sets it), or PP > 1"))
     return out
 
 
@@ -355,8 +380,13 @@ def _pipeline_layout(c: Context) -> list[Finding]:
     elif len(stages) % lay.pp:
         problems.append(f"pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_size "
                         f"(len(layout)={len(stages)}, pipeline_model_parallel_size={lay.pp})")
-    elif lay.vpp > 1 and len(stages) != lay.pp * lay.vpp:
-        problems.append(f"the layout has {len(stages)} stages, PP·VPP is {lay.pp * lay.vpp}")
+    elif c.vpp is not None and c.vpp != c.layout_vpp:
+        detected = c.layout_vpp if (c.layout_vpp or 1) > 1 else "null"
+        return [PIPELINE_LAYOUT.finding(
+            "virtual_pipeline_model_parallel_size conflicts with pipeline_model_parallel_layout, "
+            f"(self.virtual_pipeline_model_parallel_size={c.vpp},  detected_vpp_size={c.layout_vpp})",
+            hint=f"set model.virtual_pipeline_model_parallel_size={detected} (the layout's {len(stages)} stages over "
+                 f"PP {lay.pp}), or give a layout of PP·VPP = {lay.pp * c.vpp} stages")]
     elif not flat.startswith("E") or not flat.endswith("L"):
         problems.append("The first layer must be embedding and the last layer must be loss")
     elif m is not None and flat.count("t") != m.num_layers:
@@ -421,7 +451,7 @@ def _ep_overlap(c: Context) -> list[Finding]:
         (OVERLAP_DISPATCHER, s.dispatcher_type not in ("alltoall", "flex"),
          "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or "
          f"'flex', but got {s.dispatcher_type}", "use moe_token_dispatcher_type alltoall or flex"),
-        (OVERLAP_VPP, lay.pp > 1 and lay.vpp <= 1 and s.pipeline_layout is None,
+        (OVERLAP_VPP, lay.pp > 1 and c.vpp is None,  # CommOverlapConfig.setup asks before a layout can set it
          "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when "
          "pipeline_model_parallel_size > 1", "set VPP >= 2"),
         (OVERLAP_FULL, s.recompute_granularity == "full",
@@ -682,7 +712,7 @@ def check_keys(flat: Mapping[str, Any], recipe: str | None, *, hydra: bool) -> l
         elif p.missing_section:
             theirs = (f"'Could not override '{p.path}''" if hydra else
                       f"the YAML merge makes {p.field} a plain dict its validation then fails on "
-                      "(''dict' object has no attribute ...')")
+                      f"('{NONE_SECTION_REFUSALS.get(p.prefix, DICT_REFUSAL)}')")
             out.append(SECTION_MISSING.finding(f"{name} builds no {p.field} (it is None in the recipe's "
                                                f"ConfigContainer): Megatron-Bridge cannot set {p.path}: {theirs}",
                                                path=p.path, hint=p.hint))
