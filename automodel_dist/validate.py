@@ -192,15 +192,19 @@ def header_world(text: str) -> tuple[int, int] | None:
     found = _header_match(text, _WORLD_HEADER)
     if found is None:
         return None
-    nodes, gpus = int(found[1][1]), int(found[1][2])
+    _, match = found
+    nodes, gpus = int(match[1]), int(match[2])
     return (nodes, gpus) if nodes > 0 and gpus > 0 else None
 
 
 def header_gpu(text: str) -> str | None:
     """The GPU preset from a `# gpu: NAME` line opening a recipe or override set (`compile` writes it beside
     `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
-    match = _header_match(text, _GPU_HEADER)
-    return match[1] if match else None
+    found = _header_match(text, _GPU_HEADER)
+    if found is None:
+        return None
+    _, match = found
+    return match[1]
 
 
 def header_recipe(text: str) -> str | None:

@@ -269,6 +269,28 @@ def test_a_node_local_cache_on_several_nodes_is_a_warning(capsys: pytest.Capture
     assert code == 0 and "warning: HF_HOME=/tmp/cache/hf_home is on node-local storage" in err
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (("model.expert_model_parallel_size=16", "model.expert_model_parallel_size=8"),
+     "the launch script sets 8 for model.expert_model_parallel_size, where the override file validated with it "
+     "has 16"),
+    (("    model.expert_model_parallel_size=16\n", ""),
+     "the launch script leaves out model.expert_model_parallel_size"),
+    (("OVERRIDES=(\n", "OVERRIDES=(\n    +train.global_batch_size=512\n"),
+     "Could not append to config. An item is already at 'train.global_batch_size'"),
+])
+def test_validate_judges_the_override_list_the_script_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           edit: tuple[str, str], message: str) -> None:
+    """The job runs the script's OVERRIDES list, not the file: each difference is an error at the script's line."""
+    out = tmp_path / "run" / "overrides.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(out), "--launcher", "slurm")[0] == 0
+    script = out.parent / "launch.sbatch"
+    text = script.read_text()
+    assert edit[0] in text
+    script.write_text(text.replace(edit[0], edit[1], 1))
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge", "--sbatch", str(script))
+    assert code == 1 and message in report and f"{script}:" in report
+
+
 def test_launcher_env_that_replaces_a_planned_variable_is_a_warning(capsys: pytest.CaptureFixture[str],
                                                                       tmp_path: Path) -> None:
     intent = tmp_path / "i.yaml"

@@ -339,4 +339,4 @@ def test_a_key_written_twice_in_a_yaml_file_is_an_error(tmp_path: Path) -> None:
 def covered_rules() -> set[str]:
     """The rules this module's cases trigger (the registry-coverage tests count them)."""
     return ({c[0] for c in (*KEY_CASES, *APPEND_CASES, *HYDRA_WARNING_CASES)} | {c[1] for c in VALUE_CASES}
-            | {"mb-recipe-header", "mb-yaml-duplicate-key"})
+            | {"mb-recipe-header", "mb-yaml-duplicate-key", "mb-slurm-overrides-differ"})

@@ -81,6 +81,7 @@ from automodel_dist.targets.megatron_bridge.rules import (
     check_overrides,
     check_sbatch,
 )
+from automodel_dist.targets.megatron_bridge.script_overrides import check_script_overrides
 from automodel_dist.textsafe import one_line
 from automodel_dist.validate import duplicate_key_findings, header_recipe_at, memory_fit_finding, read_sbatch
 from automodel_dist.verify.groups import MeshPlan
@@ -321,6 +322,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if sbatch_text is not None:
         findings += check_sbatch(sbatch_text, gpus_per_node=gpus_per_node, multi_node=world_size > gpus_per_node,
                                  sbatch_file=sbatch_file, syntax=script_syntax(sbatch_text))
+        findings += check_script_overrides(sbatch_text, read.flat, known, sbatch_file)
     if spec is None:
         unknown = ("is not one this tool knows" if recipe in recipe_fields().functions else
                    "is no recipe function Megatron-Bridge 0.6.2 exports (the run would fail looking it up)")

@@ -769,6 +769,9 @@ SLURM_MOUNT_HOME = register("mb-slurm-mount-home-directive", ERROR, SCRIPT,
 SLURM_DIST_VARS = register("mb-slurm-dist-vars", WARNING, SCRIPT,
                            "Megatron-Bridge derives RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT from Slurm; "
                            "the script must not set them", target=TARGET)
+SLURM_OVERRIDES = register("mb-slurm-overrides-differ", ERROR, SCRIPT,
+                           "the override list a launch script passes must be the override set validated with it",
+                           target=TARGET)
 SLURM_SECRET = register("mb-slurm-secret", ERROR, SCRIPT,
                         "secrets (HF_TOKEN, GH_TOKEN, WANDB_API_KEY) come from the scheduler environment, never "
                         "written in the script", target=TARGET)
