@@ -18,7 +18,7 @@ from ruamel.yaml.error import YAMLError
 from automodel_dist.errors import InputError
 from automodel_dist.layout import ac_mode
 from automodel_dist.limits import INTENT_SIZES, PIN_SIZES, WORLD_SIZE, check_size, check_sizes, path_exists
-from automodel_dist.problem import Pins, Problem, TrainingSpec
+from automodel_dist.problem import DEFAULT_PEFT_RANK, Pins, Problem, TrainingSpec
 from automodel_dist.resources import INTENT_SCHEMA
 from automodel_dist.schema_check import ERROR, SchemaIssue, schema_issues
 from automodel_dist.yamlio import (
@@ -28,13 +28,13 @@ from automodel_dist.yamlio import (
     join_path,
     load_document,
     load_value,
+    lookup,
     split_path,
 )
 
 if TYPE_CHECKING:
     from automodel_dist.catalog.specs import GpuSpec
 
-DEFAULT_PEFT_RANK = 16
 INT_PINS = ("tp", "pp", "vpp", "cp", "ep", "dp_replicate", "local_batch_size", "micro_batch_size")
 
 
@@ -110,6 +110,11 @@ class Intent:
     @property
     def launcher(self) -> dict[str, Any] | None:
         return self.values["launcher"]
+
+    def written(self, dotted: str) -> bool:
+        """The user gave `dotted` (in the file or as an override), rather than leaving it to its default."""
+        path = tuple(dotted.split("."))
+        return lookup(self.document.data, dotted)[0] or any(o.path == path for o in self.overrides)
 
     def where(self, path: str | PathKey) -> str:
         """file:line:col of a key, or the override that set it."""

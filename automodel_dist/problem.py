@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from automodel_dist.cost.memory import RecipeOptions
 
 
+DEFAULT_PEFT_RANK = 16  # the intent schema's LoRA rank when a peft intent gives none
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     """The job: task, sequence length, global batch, packing, precision, LoRA rank (peft only), and whether
@@ -28,6 +31,11 @@ class TrainingSpec:
     @property
     def is_peft(self) -> bool:
         return self.task == "peft"
+
+    @property
+    def lora_rank(self) -> int:
+        """The LoRA rank a peft job trains (the intent's, else the default)."""
+        return self.peft_rank or DEFAULT_PEFT_RANK
 
 
 @dataclass(frozen=True)

@@ -315,6 +315,19 @@ def test_validate_runs_bash_on_the_launch_script(capsys: pytest.CaptureFixture[s
     assert code == 1 and "launch-sbatch-syntax" in report and "not valid shell (bash -n)" in report
 
 
+@pytest.mark.parametrize(("override", "code"), [
+    ("training.packed_sequences=false", 2),  # the sft recipe packs: asked otherwise in so many words
+    ("training.packed_sequences=true", 0),   # what the recipe does
+    (None, 0),                               # left to the default: the recipe decides
+])
+def test_packing_asked_against_the_recipe_is_bad_input(capsys: pytest.CaptureFixture[str], override: str | None,
+                                                       code: int) -> None:
+    got, _, err = run(capsys, "compile", QWEN, *([override] if override else []), "--target", "megatron-bridge")
+    assert got == code, err
+    if code:
+        assert "packs sequences offline" in err and "override 'training.packed_sequences=false'" in err
+
+
 def test_automodel_only_pins_are_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "compile", QWEN, "parallelism.strategy=fsdp2", "--target", "megatron-bridge")
     assert code == 2 and "parallelism.strategy is an AutoModel choice" in err

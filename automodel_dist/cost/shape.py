@@ -196,7 +196,7 @@ def model_shape(spec: ModelSpec, training: TrainingSpec) -> ModelShape:
     dense_layer_params = attn_params + pc.dense_mlp_per_layer
     moe_layer_params = attn_params + pc.router_per_moe_layer + pc.shared_per_moe_layer
 
-    rank = (training.peft_rank or 16) if training.is_peft else 0
+    rank = training.lora_rank if training.is_peft else 0
     attn_lin, mlp_lin, expert_lin = _linear_shapes(spec)
     attn_adapter = _adapter(attn_lin, rank)
     shared_adapter = _adapter(

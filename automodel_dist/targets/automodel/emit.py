@@ -75,7 +75,6 @@ PIN_PATHS = {
 }
 SIZE_PINS = ("tp", "pp", "cp", "ep", "dp_replicate")
 
-PEFT_RANK = 16  # the intent schema's default LoRA rank
 IntentWhere = Callable[[str], str]  # file:line:col of a dotted intent key (Intent.where)
 def pinned_to_one(problem: Problem, name: str) -> bool:
     """The intent pins `name` to a single value: the recipe comment says so, and `estimate` needs it."""
@@ -283,7 +282,7 @@ def _step_scheduler(problem: Problem, layout: Layout) -> _Section:
 
 
 def _peft(problem: Problem) -> _Section:
-    rank = problem.training.peft_rank or PEFT_RANK
+    rank = problem.training.lora_rank
     s = _Section()
     s.put("_target_", "nemo_automodel.components._peft.lora.PeftConfig")
     s.put("match_all_linear", True, "LoRA adapters on every linear layer")
@@ -459,9 +458,9 @@ def _base_clashes(problem: Problem, data: Any) -> list[tuple[str, str, str, str]
     if lookup(data, "peft")[1] and not training.is_peft:
         clashes.append(("peft", "trains LoRA adapters", "training.task", f"says {training.task}"))
     _, dim = lookup(data, "peft.dim")
-    if training.is_peft and isinstance(dim, int) and dim != (training.peft_rank or PEFT_RANK):
+    if training.is_peft and isinstance(dim, int) and dim != training.lora_rank:
         clashes.append(("peft.dim", f"trains rank-{dim} adapters", "training.peft.rank",
-                        f"asks for rank {training.peft_rank or PEFT_RANK}"))
+                        f"asks for rank {training.lora_rank}"))
     if not runs_fp8(problem):
         for path in ("fp8.enabled", "model.backend.te_fp8"):
             if lookup(data, path)[1]:

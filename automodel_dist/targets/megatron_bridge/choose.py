@@ -184,7 +184,7 @@ def finetune(problem: Problem, layout: Layout, s: MegatronSettings,
         why["pretrained_checkpoint"] = (f"the Megatron checkpoint of the pretrained weights (AutoBridge import), "
                                         f"from ${PRETRAINED_ENV} when the config is resolved")
     if training.is_peft:
-        rank = training.peft_rank or 16
+        rank = training.lora_rank
         s = s.with_(peft_dim=rank, peft_alpha=2 * rank)
         why["peft_dim"] = "the intent's LoRA rank"
         why["peft_alpha"] = "2 x rank (the AutoModel target's scaling)"

@@ -72,7 +72,13 @@ from automodel_dist.targets.megatron_bridge.plan import (
     screen_planned,
 )
 from automodel_dist.targets.megatron_bridge.ranks import PROVENANCE, plan_ranks
-from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER, preset_for_recipe, recipe_function, recipe_task
+from automodel_dist.targets.megatron_bridge.recipes import (
+    IDENTIFIER,
+    preset_for_recipe,
+    recipe_for,
+    recipe_function,
+    recipe_task,
+)
 from automodel_dist.targets.megatron_bridge.rules import (
     RECIPE_HEADER,
     YAML_DUPLICATE,
@@ -232,7 +238,22 @@ def _megatron_problem(source: Source, overrides: Iterable[str]) -> tuple[Intent,
             raise InputError(f"parallelism.{pin} is an AutoModel choice: the megatron-bridge target shards with "
                              "Megatron's distributed optimizer and has no FSDP strategy or HSDP replication",
                              where=intent.where(f"parallelism.{pin}"), hint=f"drop parallelism.{pin}")
+    _refuse_other_packing(intent, problem)
     return intent, problem
+
+
+def _refuse_other_packing(intent: Intent, problem: Problem) -> None:
+    """A fine-tune packs exactly when its recipe function does (the override set keeps the recipe's dataset): an
+    intent that asks otherwise, in so many words, is bad input rather than silently overruled."""
+    training = problem.training
+    recipe = recipe_for(problem.model, training.task) if training.task in ("sft", "peft") else None
+    if recipe is None or not intent.written("training.packed_sequences") or training.packed_sequences == recipe.packs:
+        return
+    does = "packs sequences offline" if recipe.packs else "packs no sequences"
+    raise InputError(f"training.packed_sequences is {str(training.packed_sequences).lower()}, but Megatron-Bridge's "
+                     f"{recipe.function} {does}, and the override set keeps the recipe's dataset",
+                     where=intent.where("training.packed_sequences"),
+                     hint="drop training.packed_sequences (the recipe decides), or compile for --target automodel")
 
 
 def estimate_megatron(source: Source, overrides: Iterable[str] = ()) -> Estimate:
