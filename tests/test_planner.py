@@ -24,6 +24,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage, virtual_stage_options
 from automodel_dist.planner import (
     MAX_VPP,
+    MIN_CP_TOKENS,
     Candidate,
     Enumerator,
     distinct_structures,
@@ -549,6 +550,39 @@ def test_no_legal_layout_says_so_and_offers_a_global_batch_that_divides() -> Non
     assert "no layout is legal" in text and "am-r39-gbs-divisible" in text and not err.value.closest
     batch = int(re.search(r"global_batch_size (\d+) instead of 16", text).group(1))
     assert plan(replace(problem, training=replace(problem.training, global_batch_size=batch))).best
+
+
+@pytest.mark.parametrize("model, nodes, global_batch_size", [("Qwen/Qwen3-30B-A3B", 1, 2),
+                                                             ("deepseek-ai/DeepSeek-V3", 64, 128)])
+def test_cp_shards_the_heuristic_skips_are_searched_before_nothing_is_legal(model: str, nodes: int,
+                                                                           global_batch_size: int) -> None:
+    """A global batch smaller than the world needs a data-parallel size only CP shards below MIN_CP_TOKENS leave
+    (global batch 2 on 8 GPUs: dp 2, CP 4 at 1,024 tokens a rank). The heuristic only speeds the search: the plan
+    searches those shards before it says no layout is legal, and the recipe says why its CP is that wide."""
+    problem = problem_of(intent(model=model, nodes=nodes, global_batch_size=global_batch_size))
+    assert not search(problem).fitting  # the premise: no layout with long shards fits
+    best = plan(problem).best
+    assert fits(problem, best.estimate) and 4096 // best.layout.cp < MIN_CP_TOKENS
+    result = compile_intent(intent(model=model, nodes=nodes, global_batch_size=global_batch_size))
+    assert result.layout == best.layout
+    assert f"below {MIN_CP_TOKENS} tokens per rank: no layout with longer shards is legal and fits" in result.yaml
+
+
+def test_the_short_cp_search_follows_the_exhaustive_plan() -> None:
+    assert_bounded_plan_is_exhaustive(problem_of(intent(nodes=1, global_batch_size=2)))
+
+
+def test_a_plan_that_fits_with_long_cp_shards_searches_no_other() -> None:
+    """The fallback costs nothing where a layout fits: the plan walks the layouts the heuristic keeps, no more."""
+    problem = problem_of(intent(nodes=1, global_batch_size=8))
+    assert plan(problem).considered == search(problem).considered
+
+
+def test_a_cp_pin_is_never_widened() -> None:
+    """With CP pinned to long shards, the pin holds: nothing fits global batch 2 on 8 GPUs, and the message says so."""
+    problem = problem_of(intent(nodes=1, global_batch_size=2, parallelism={"cp": 2}))
+    with pytest.raises(InfeasibleError, match="no layout is legal"):
+        plan(problem)
 
 
 def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:
