@@ -585,6 +585,61 @@ def test_a_cp_pin_is_never_widened() -> None:
         plan(problem)
 
 
+def test_the_global_batch_remedy_reaches_a_multiple_of_the_widest_data_parallel_size() -> None:
+    """gpt-oss-120b PEFT at global batch 1 on 32 A100s (CP pinned to 1) fits at 32, where every rank has a sample:
+    the remedy tries every DP size's nearest multiples (not the nearest four, 2-16, none of which fits)."""
+    spec = intent(model="openai/gpt-oss-120b", gpu="a100-80gb", nodes=4, task="peft", seq_length=1024,
+                  global_batch_size=1, precision="fp8", parallelism={"cp": 1})
+    with pytest.raises(InfeasibleError) as err:
+        plan(problem_of(spec))
+    assert "global_batch_size 32 instead of 1" in str(err.value)
+    spec["training"]["global_batch_size"] = 32
+    assert fits(problem_of(spec), plan(problem_of(spec)).best.estimate)
+
+
+@pytest.mark.parametrize("global_batch_size, nodes, tried", [(1, 4, [2, 4, 8, 16, 32]), (4096, 8, []),
+                                                             (100, 1, [96, 104])])
+def test_the_global_batch_remedy_tries_each_nearby_multiple_once_and_never_the_intents(
+        global_batch_size: int, nodes: int, tried: list[int]) -> None:
+    """Nearest first, each once; a batch every DP size divides has nothing to try (re-planning the intent's own
+    batch would only spend the remedy budget)."""
+    from automodel_dist import infeasible
+
+    seen: list[int] = []
+
+    def attempt(problem: Problem) -> None:
+        seen.append(problem.training.global_batch_size)
+
+    problem = problem_of(intent(nodes=nodes, global_batch_size=global_batch_size))
+    assert infeasible._other_global_batch(problem, attempt) is None
+    assert seen == tried
+
+
+def test_where_no_layout_is_legal_the_remedies_search_short_cp_shards_as_plan_does() -> None:
+    """Global batch 2 on 8 GPUs fits only with CP shards below MIN_CP_TOKENS: a remedy re-plan of a rule-bound
+    problem finds it (as `plan` would); a memory-bound one leaves them out (and its message says so)."""
+    from automodel_dist import infeasible
+    from automodel_dist.cost.model import screen_layout
+    from automodel_dist.planner import _default_checker
+
+    problem = problem_of(intent(nodes=1, global_batch_size=2))
+    args = (_default_checker(), estimate_layout, screen_layout)
+    found = infeasible._attempt_with(*args, short_cp=True)(problem)
+    assert found is not None and 4096 // found.layout.cp < MIN_CP_TOKENS
+    assert infeasible._attempt_with(*args)(problem) is None
+
+
+def test_a_memory_bound_verdict_says_which_cp_shards_the_remedies_searched() -> None:
+    """Nothing fits with 99% of memory kept free, and no remedy helps: the message says the re-plans kept CP
+    shards of at least MIN_CP_TOKENS (the plan itself searched the shorter ones)."""
+    problem = problem_of(intent(model="meta-llama/Llama-3.1-8B", nodes=1), memory_headroom=0.99)
+    with pytest.raises(InfeasibleError) as err:
+        plan(problem)
+    assert (f"nothing tried makes it fit: more GPUs (up to 1024 nodes), activation checkpointing, a smaller local "
+            f"batch, a shorter sequence, every larger GPU preset, nearby global batches, dropping the pins were "
+            f"searched (with at least {MIN_CP_TOKENS} tokens per CP rank)") in str(err.value)
+
+
 def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:
     pins = {"micro_batch_size": 1, "local_batch_size": 4, "tp": 1, "cp": 1, "ep": 8, "dp_replicate": 1}
     found = search(problem_of(intent(parallelism=pins)))
