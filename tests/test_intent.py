@@ -172,6 +172,25 @@ def test_a_schema_error_from_an_override_points_at_the_override(tmp_path: Path) 
     assert exc.where == "override 'training.seq_length=-1'" and "≥ 1" in exc.message
 
 
+@pytest.mark.parametrize(("overrides", "blamed", "key"), [
+    (("foo.bar=1",), "foo.bar=1", "foo"),                      # the unknown key is one the override created
+    (("parallelism.tp.x=2",), "parallelism.tp.x=2", "parallelism.tp"),  # `parallelism:` is not in the file
+    (("training.foo.bar=1",), "training.foo.bar=1", "training.foo"),
+    (("foo.a=1", "foo.b=2"), "foo.a=1", "foo"),                # the override that created the mapping
+])
+def test_a_schema_error_on_a_key_an_override_created_names_the_override(
+        tmp_path: Path, overrides: tuple[str, ...], blamed: str, key: str) -> None:
+    exc = error_of(write(tmp_path, MINIMAL), overrides)
+    assert exc.where == f"override {blamed!r}" and exc.message.startswith(f"{key}: ")
+
+
+def test_an_error_in_the_file_on_the_path_of_an_override_stays_the_files(tmp_path: Path) -> None:
+    """`training` comes from the file: its own error is located there, whatever an override adds under it."""
+    path = write(tmp_path, MINIMAL.replace("training:", "training:\n  bogus: 1"))
+    exc = error_of(path, ("training.seq_length=8192",))
+    assert exc.where.startswith(f"{path}:") and "bogus" in exc.message
+
+
 def test_parse_override_reads_yaml_values() -> None:
     assert parse_override("a.b=8").value == 8
     assert parse_override("a=[1, 2]").value == [1, 2]
