@@ -342,6 +342,18 @@ def test_model_path_is_read_relative_to_the_intent(tmp_path: Path) -> None:
     assert (problem.model.num_layers, problem.model.hidden_size) == (32, 4096)
 
 
+@pytest.mark.parametrize("model", ["./nonexistent/config.json", "empty-folder"])
+def test_a_missing_model_config_is_located_at_the_model_key(tmp_path: Path, model: str) -> None:
+    """The missing file has no line to point at: the error is the intent's `model:`, with the path it named."""
+    (tmp_path / "empty-folder").mkdir()
+    path = write(tmp_path, MINIMAL.replace("Qwen/Qwen3-30B-A3B", model))
+    with pytest.raises(InputError) as info:
+        resolve_intent(load_intent(path))
+    exc = info.value
+    assert located_at(exc, 2, 1) and exc.message.startswith("model: model config not found: ")
+    assert model in exc.message and exc.hint
+
+
 def test_unknown_model_and_dense_ep_are_located(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         resolve_intent(load_intent(write(tmp_path, MINIMAL.replace("Qwen/Qwen3-30B-A3B", "Qwen/Qwen9"))))
