@@ -354,6 +354,16 @@ def test_a_missing_model_config_is_located_at_the_model_key(tmp_path: Path, mode
     assert model in exc.message and exc.hint
 
 
+def test_a_rule_between_model_fields_is_located_at_the_field_the_intent_wrote(tmp_path: Path) -> None:
+    """33 query heads against the preset's 8 KV heads: the error points at num_attention_heads (line 4), the key
+    written, and says the two must divide; not at num_key_value_heads, which the intent never wrote."""
+    text = MINIMAL.replace("model: Qwen/Qwen3-30B-A3B", "model:\n  preset: qwen3-8b\n  num_attention_heads: 33")
+    with pytest.raises(InputError) as info:
+        resolve_intent(load_intent(write(tmp_path, text)))
+    assert located_at(info.value, 4, 3)
+    assert info.value.message == "model.num_attention_heads: num_key_value_heads 8 must divide num_attention_heads 33"
+
+
 def test_unknown_model_and_dense_ep_are_located(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         resolve_intent(load_intent(write(tmp_path, MINIMAL.replace("Qwen/Qwen3-30B-A3B", "Qwen/Qwen9"))))
