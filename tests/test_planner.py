@@ -286,9 +286,9 @@ def test_compile_uses_the_winner_of_the_plan() -> None:
 
 
 # -- the shortcuts, checked against a brute-force walk on the real cost model ---------------------------------
-def brute_force_fitting(problem: Problem) -> list[Candidate]:
+def brute_force_fitting(problem: Problem, cp_shards: str = "long") -> list[Candidate]:
     """Every layout of the planner's space (its structures times every batch split), judged one by one."""
-    walk = Enumerator(problem, check_layout, estimate_layout, first_fit=False)
+    walk = Enumerator(problem, check_layout, estimate_layout, first_fit=False, cp_shards=cp_shards)
     kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
     found = []
     for base, dp in walk.structures():
@@ -320,6 +320,8 @@ def assert_search_is_brute_force(problem: Problem) -> None:
             assert problem.objective == "throughput" and lay.pp > 1 and faster, lay.short()
             assert all(k.estimate.tokens_per_s_per_gpu >= c.estimate.tokens_per_s_per_gpu for k in faster)
     assert distinct_structures(rank(problem, found)) == distinct_structures(rank(problem, brute))
+    # where no layout with long CP shards fits, the plan is the best of the whole space, the short shards too
+    brute = brute or brute_force_fitting(problem, cp_shards="all")
     if brute:
         assert plan(problem).best == rank(problem, brute)[0]
     else:
