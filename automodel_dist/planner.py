@@ -247,6 +247,8 @@ class Enumerator:
 
     def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
                  screen: Screen | None = None, cp_shards: str = "long") -> None:
+        if cp_shards not in CP_SHARDS:
+            raise ValueError(f"cp_shards must be one of {CP_SHARDS}, got {cp_shards!r}")
         self.p = problem
         self.cp_shards = cp_shards
         self.check = check
@@ -524,8 +526,8 @@ def short_cp_search(problem: Problem, *, check: Checker, estimate: Estimator, sc
                     space: type[Enumerator] | None = None) -> Search | None:
     """A first-fit search over the CP degrees MIN_CP_TOKENS skips (None when CP is pinned: the pin holds).
 
-    The heuristic is for speed: it must not decide that no layout is legal or fits (one global batch of 2
-    on 8 GPUs needs dp 2, so CP 4 at 4,096 tokens; the long shards leave dp 4 or 8)."""
+    The heuristic is for speed: it must not decide that no layout is legal or fits (a global batch of 2 on 8
+    GPUs needs dp 2, so CP 4: 1,024 tokens a rank of a 4,096-token sequence; the long shards leave dp 4 or 8)."""
     if problem.pins.cp is not None:
         return None
     return search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space,
