@@ -16,6 +16,7 @@ from automodel_dist.cost.memory import checkpointing_mode
 from automodel_dist.errors import InfeasibleError
 from automodel_dist.layout import AC_MODES
 from automodel_dist.planner import (
+    MIN_CP_TOKENS,
     Candidate,
     Checker,
     Enumerator,
@@ -25,6 +26,7 @@ from automodel_dist.planner import (
     distinct_structures,
     memory_limit_gib,
     search,
+    short_cp_search,
     simplicity,
 )
 from automodel_dist.problem import Pins, Problem
@@ -32,7 +34,6 @@ from automodel_dist.problem import Pins, Problem
 CLOSEST_SHOWN = 5
 MAX_NODES = 1024
 SEQ_STEP = 1024
-GLOBAL_BATCH_TRIES = 4
 # Layouts the remedy search judges over all its re-plans before it stops (a count, so the answer does not depend on
 # the machine). A problem at 8,192 GPUs whose every layout breaks a rule judged ~40K layouts per re-plan over ~20
 # re-plans (15-25 s); typical infeasible problems judge a few thousand in all.
@@ -64,7 +65,11 @@ class _Budget:
 
 def _attempt_with(check: Checker, estimate: Estimator, screen: Screen | None = None,
                   space: type[Enumerator] | None = None, hopeless: Hopeless | None = None,
-                  budget: _Budget | None = None) -> Attempt:
+                  budget: _Budget | None = None, short_cp: bool = False) -> Attempt:
+    """A first-fit re-plan of a variation. With `short_cp`, as `plan` does, the CP shards below MIN_CP_TOKENS when
+    no longer ones fit (where every layout broke a rule, the batch split may need them; a memory-bound search
+    leaves them out: each would re-walk half the space, and the budgeted compiles cannot afford it)."""
+
     def attempt(problem: Problem) -> Candidate | None:
         if hopeless is not None and hopeless(problem):
             return None  # the search would find nothing: skip it
@@ -72,9 +77,12 @@ def _attempt_with(check: Checker, estimate: Estimator, screen: Screen | None = N
             budget.refused += 1  # the remedy search has judged its share of layouts
             return None
         result = search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space)
+        short = None if result.fitting or not short_cp else short_cp_search(
+            problem, check=check, estimate=estimate, screen=screen, space=space)
         if budget is not None:
-            budget.left -= result.considered
-        return result.fitting[0] if result.fitting else None
+            budget.left -= result.considered + (short.considered if short else 0)
+        found = result.fitting or (short.fitting if short else [])
+        return found[0] if found else None
 
     return attempt
 
@@ -178,12 +186,16 @@ def _larger_gpu(problem: Problem, attempt: Attempt) -> str | None:
 
 
 def _other_global_batch(problem: Problem, attempt: Attempt) -> str | None:
-    """The nearest global batch some data-parallel size divides (when the batch split is what breaks)."""
+    """The nearest global batch some data-parallel size divides (when the batch split is what breaks).
+
+    Each data-parallel size (a divisor of the world) offers its multiples next above and below the intent's batch,
+    nearest first, all of them within the remedy budget: a batch smaller than the world may fit only at a multiple
+    of the widest DP, where every rank gets a sample (gpt-oss-120b PEFT on 32 A100s fits at 32, not at 2-16)."""
     gbs, world = problem.training.global_batch_size, problem.cluster.world_size
     sizes = [d for d in range(2, world + 1) if world % d == 0]
-    nearby = sorted({-(-gbs // d) * d for d in sizes} | {gbs // d * d for d in sizes if gbs // d}
-                    - {gbs}, key=lambda b: (abs(b - gbs), b))
-    for batch in nearby[:GLOBAL_BATCH_TRIES]:
+    nearby = sorted(({-(-gbs // d) * d for d in sizes} | {gbs // d * d for d in sizes if gbs // d}) - {gbs},
+                    key=lambda b: (abs(b - gbs), b))
+    for batch in nearby:
         found = attempt(replace(problem, training=replace(problem.training, global_batch_size=batch)))
         if found:
             return f"global_batch_size {batch} instead of {gbs} (the batch split must divide it); {_example(found)}"
@@ -217,7 +229,7 @@ def suggestions(problem: Problem, check: Checker, estimate: Estimator, screen: S
     """What would make a layout fit, in SUGGESTERS order, and the remedies the budget left unsearched
     (`any_legal`: some layout of the problem broke no rule)."""
     budget = _Budget(REMEDY_LAYOUTS)
-    attempt = _attempt_with(check, estimate, screen, space, hopeless, budget)
+    attempt = _attempt_with(check, estimate, screen, space, hopeless, budget, short_cp=not any_legal)
     found: dict[int, str] = {}
     untried: set[int] = set()
     position = {suggest: i for i, (suggest, _) in enumerate(SUGGESTERS)}
@@ -265,7 +277,8 @@ def infeasible_error(result: Search, *, check: Checker, estimate: Estimator, scr
         lines += [f"  - {h}" for h in hints]
     else:
         searched = [label for _, label in SUGGESTERS if label not in untried]
-        lines.append(f"nothing tried makes it fit: {', '.join(searched)} were searched")
+        shards = f" (with at least {MIN_CP_TOKENS} tokens per CP rank)" if result.candidates else ""
+        lines.append(f"nothing tried makes it fit: {', '.join(searched)} were searched{shards}")
     if untried:
         lines.append(f"not searched (the remedy search stops after {REMEDY_LAYOUTS:,} layouts): {', '.join(untried)}")
     return InfeasibleError("\n".join(lines), closest=near, suggestions=hints)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,14 @@ INT_PINS = ("tp", "pp", "vpp", "cp", "ep", "dp_replicate", "local_batch_size", "
 
 @dataclass(frozen=True)
 class Override:
-    """One `a.b.c=value` command-line override, parsed."""
+    """One `a.b.c=value` command-line override, parsed; once applied, `written` is the shortest prefix of `path`
+    it put into the document (a mapping it had to create, else the key it set): an error at or under it is the
+    override's, not the file's."""
 
     text: str
     path: PathKey
     value: Any
+    written: PathKey | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,7 @@ def load_intent(source: str | Path | Mapping[str, Any], overrides: Iterable[str]
     parsed = tuple(parse_override(text) for text in _override_texts(overrides))
     if parsed:
         doc = Document(data=copy.deepcopy(doc.data), filename=doc.filename)  # never touch the caller's mapping
-        for override in parsed:
-            _apply_override(doc.data, override)
+        parsed = tuple(_apply_override(doc.data, override) for override in parsed)
     errors = [issue for issue in schema_issues(doc, INTENT_SCHEMA) if issue.severity == ERROR]
     if errors:
         raise _schema_error(doc, parsed, errors)
@@ -238,12 +240,16 @@ def parse_override(text: str) -> Override:
     return Override(text=text, path=tuple(parts), value=value)
 
 
-def _apply_override(data: CommentedMap, override: Override) -> None:
+def _apply_override(data: CommentedMap, override: Override) -> Override:
+    """Set the override's value, creating the mappings on its path; return it with what it `written`."""
     node: Any = data
+    written = override.path
     for depth, part in enumerate(override.path[:-1]):
         child = node.get(part)
         if child is None:
             child = node[part] = CommentedMap()
+            if written == override.path:  # the first mapping it creates
+                written = override.path[: depth + 1]
         elif isinstance(child, str) and override.path[:1] == ("model",) and depth == 0:
             # model.num_layers=16 on `model: <id>` means "this preset with that field overridden".
             child = node[part] = CommentedMap(preset=child)
@@ -253,6 +259,7 @@ def _apply_override(data: CommentedMap, override: Override) -> None:
                              where=f"override {override.text!r}", hint=f"set {where} itself instead")
         node = child
     node[override.path[-1]] = override.value
+    return replace(override, written=written)
 
 
 def _apply_defaults(values: dict[str, Any]) -> None:
@@ -355,7 +362,8 @@ def _schema_error(doc: Document, overrides: tuple[Override, ...], issues: list[S
 def _where(doc: Document, overrides: tuple[Override, ...], path: str | PathKey) -> str:
     keys = split_path(path) if isinstance(path, str) else tuple(path)
     for override in reversed(overrides):
-        if keys[: len(override.path)] == override.path:
+        written = override.written or override.path
+        if keys[: len(written)] == written:
             return f"override {override.text!r}"
     return doc.where(keys)
 

@@ -49,6 +49,10 @@ Estimator = Callable[[Problem, Layout], Estimate]
 Screen = Callable[[Problem, Layout], tuple[bool, float, Callable[[], Estimate]]]
 
 MIN_CP_TOKENS = 2048      # tokens per CP rank; Megatron-Bridge sizes CP ≈ seq/4096 (megatron-bridge.md A1)
+# Which CP degrees a search walks: those leaving at least MIN_CP_TOKENS per rank (a speed heuristic), the shorter
+# shards it skips, or both. The heuristic only orders the search: when no "long" layout fits, `plan` looks at the
+# "short" ones before it declares that nothing is legal or fits.
+CP_SHARDS = ("long", "short", "all")
 MAX_VPP = 4               # stages per pp rank explored (measured tuned layouts use VPP 2-4, §5)
 THROUGHPUT_TIE = 0.01     # within 1% of the best value of the objective is a tie (see rank)
 ALTERNATIVES_KEPT = 100   # runner-up layouts (one per distinct structure) kept on a Plan
@@ -96,6 +100,7 @@ class Search:
     considered: int = 0
     dropped: list[tuple[Layout, tuple[Finding, ...]]] = field(default_factory=list)
     untimed_fits: int = 0  # fitting layouts a bound showed could not place (not in `candidates`)
+    legal: int = 0  # layouts that broke no rule (a first-fit search keeps no candidates to tell)
 
     @property
     def fitting(self) -> list[Candidate]:
@@ -246,8 +251,11 @@ class Enumerator:
     listed them)."""
 
     def __init__(self, problem: Problem, check: Checker, estimate: Estimator, first_fit: bool,
-                 screen: Screen | None = None) -> None:
+                 screen: Screen | None = None, cp_shards: str = "long") -> None:
+        if cp_shards not in CP_SHARDS:
+            raise ValueError(f"cp_shards must be one of {CP_SHARDS}, got {cp_shards!r}")
         self.p = problem
+        self.cp_shards = cp_shards
         self.check = check
         self.estimate = estimate
         self.first_fit = first_fit
@@ -285,13 +293,14 @@ class Enumerator:
         return _pinned(self.p.pins.pp, natural)
 
     def cps(self, strategy: str, tp: int, pp: int) -> list[int]:
+        """The CP degrees that split the sequence into 2·cp equal chunks, those `cp_shards` asks for."""
         seq = self.p.training.seq_length
-        if strategy == "ddp":
-            natural = [1]
-        else:
-            natural = [c for c in self.divisors(self.W // (tp * pp))
-                       if c == 1 or (seq % (2 * c) == 0 and seq // c >= MIN_CP_TOKENS)]
-        return _pinned(self.p.pins.cp, natural)
+        legal = [1] if strategy == "ddp" else [c for c in self.divisors(self.W // (tp * pp))
+                                                if c == 1 or seq % (2 * c) == 0]
+        if self.cp_shards != "all":
+            short = self.cp_shards == "short"
+            legal = [c for c in legal if (c > 1 and seq // c < MIN_CP_TOKENS) == short]
+        return _pinned(self.p.pins.cp, legal)
 
     def eps(self, strategy: str, pp: int) -> list[int]:
         model = self.p.model
@@ -488,6 +497,7 @@ class Enumerator:
                         self.search.reasons[rule] = next(f.message for f in errors if f.rule == rule)
             batch = any(f.path.startswith(BATCH_PATHS) for f in errors)
             return "batch" if batch else "structural"
+        self.search.legal += 1
         if self.screen is not None:
             fit, best_case, timed = self.screen(self.p, layout)
             if not fit:
@@ -505,14 +515,28 @@ class Enumerator:
 
 
 def search(problem: Problem, *, check: Checker | None = None, estimate: Estimator | None = None,
-           first_fit: bool = False, screen: Screen | None = None, space: type[Enumerator] | None = None) -> Search:
+           first_fit: bool = False, screen: Screen | None = None, space: type[Enumerator] | None = None,
+           cp_shards: str = "long") -> Search:
     """Enumerate, prune and estimate (no ranking). `first_fit` stops at the first layout that fits; with a
     `screen` it times no layout that does not fit (`candidates` then holds the fitting one only).
 
     `space` is the target's enumerator (AutoModel's by default); another target overrides the domains.
+    `cp_shards` (CP_SHARDS) picks the CP degrees walked.
     """
     return (space or Enumerator)(problem, check or _default_checker(), estimate or _default_estimator(),
-                                 first_fit, screen).run()
+                                 first_fit, screen, cp_shards).run()
+
+
+def short_cp_search(problem: Problem, *, check: Checker, estimate: Estimator, screen: Screen | None = None,
+                    space: type[Enumerator] | None = None) -> Search | None:
+    """A first-fit search over the CP degrees MIN_CP_TOKENS skips (None when CP is pinned: the pin holds).
+
+    The heuristic is for speed: it must not decide that no layout is legal or fits (a global batch of 2 on 8
+    GPUs needs dp 2, so CP 4: 1,024 tokens a rank of a 4,096-token sequence; the long shards leave dp 4 or 8)."""
+    if problem.pins.cp is not None:
+        return None
+    return search(problem, check=check, estimate=estimate, first_fit=True, screen=screen, space=space,
+                  cp_shards="short")
 
 
 # -- ranking ----------------------------------------------------------------------------------------------
@@ -600,6 +624,7 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     estimator), fitting layouts whose throughput ceiling (memory objective: peak) cannot place are counted but
     not timed (`_Standing`); `exhaustive` times every layout (the same plan: tests/test_planner.py and
     tests/test_megatron_plan.py compare the two).
+    When no layout with MIN_CP_TOKENS per CP rank fits, the shorter CP shards are searched too (`short_cp_search`).
     Raises InfeasibleError (exit 1) when nothing fits, with the closest layouts and what would make one fit.
     """
     hopeless = None
@@ -614,6 +639,12 @@ def plan(problem: Problem, *, check: Checker | None = None, estimate: Estimator 
     estimate = estimate or _default_estimator()
     result = search(problem, check=check, estimate=estimate, screen=screen, space=space)
     ranked = rank(problem, result.fitting)
+    if not ranked and not (hopeless is not None and hopeless(problem)):
+        short = short_cp_search(problem, check=check, estimate=estimate, screen=screen, space=space)
+        # a short-shard layout fits, or is legal where no other is: the answer (or the report) is the whole space's
+        if short is not None and (short.fitting or (short.legal and not result.legal)):
+            result = search(problem, check=check, estimate=estimate, screen=screen, space=space, cp_shards="all")
+            ranked = rank(problem, result.fitting)
     if not ranked:
         from automodel_dist.infeasible import infeasible_error
 

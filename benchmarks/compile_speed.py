@@ -7,9 +7,9 @@ BUDGET_S from interpreter start to the recipe on stdout, for every scenario. Pri
 process); exits 1 when the CPU time is over budget (on a loaded machine wall time measures the neighbours).
 Compiles run with bytecode caching on, as an installed tool does (PYTHONDONTWRITEBYTECODE is dropped), after
 one warm-up run per scenario. Then the corner cases: intents at the input limits (262,144 GPUs, 16M tokens, a
-global batch of 2^20) with 99% of memory kept free, and a global batch of 1 on 8,192 GPUs at 1M tokens, where
-nothing fits and the time goes to the search for what would make it fit (infeasible.py); printed, not held to
-the budget. Last, the Megatron-Bridge target's
+global batch of 2^20) with 99% of memory kept free, and a global batch of 1 on 8,192 GPUs at 2^20 - 1 tokens (no
+CP degree splits an odd sequence, so dp cannot shrink to 1), where nothing is legal and the time goes to the search
+for what would make it fit (infeasible.py); printed, not held to the budget. Last, the Megatron-Bridge target's
 compile of DeepSeek-V3 on 256 GB200 (`--target megatron-bridge`, the hardware-config card's row): 22,838 layouts,
 each judged by Megatron's rules (once per structure, 5,523 of them) and screened with memory bounds, the recompute
 ladder and the estimate run only where the bounds cannot answer (about 1,700 layouts); seconds rather than tenths,
@@ -37,12 +37,13 @@ SCENARIOS: tuple[tuple[str, str, int, int, int], ...] = (
     ("meta-llama/Llama-3.1-70B", "h100-80gb", 64, 131072, 64),
 )
 # (model, GPU, GPUs, seq, global batch, memory headroom): at the input limits with 99% kept free, where the memory
-# floor rules out every variation; and a global batch of 1 on 8,192 GPUs at 1M tokens, where every layout breaks a
-# rule and the remedy search runs to its budget of layouts (infeasible.REMEDY_LAYOUTS)
+# floor rules out every variation; and a global batch of 1 on 8,192 GPUs at an odd 2^20 - 1 tokens (CP 8,192 would
+# take 2^20 and compile), where every layout breaks a rule and the remedy search runs to its budget of layouts
+# (infeasible.REMEDY_LAYOUTS)
 CORNERS: tuple[tuple[str, str, int, int, int, float | None], ...] = (
     *((model, "a100-40gb", 1 << 18, 1 << 24, 1 << 20, 0.99) for model in ("Qwen/Qwen3-30B-A3B",
                                                                          "deepseek-ai/DeepSeek-V3")),
-    ("Qwen/Qwen3-30B-A3B", "h100-80gb", 8192, 1 << 20, 1, None))
+    ("Qwen/Qwen3-30B-A3B", "h100-80gb", 8192, (1 << 20) - 1, 1, None))
 # (model, GPU, GPUs, seq, global batch, precision) compiled for the Megatron-Bridge target
 MEGATRON_SCENARIOS: tuple[tuple[str, str, int, int, int, str], ...] = (
     ("deepseek-ai/DeepSeek-V3", "gb200-nvl72", 256, 4096, 8192, "fp8"),)

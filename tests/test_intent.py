@@ -172,6 +172,25 @@ def test_a_schema_error_from_an_override_points_at_the_override(tmp_path: Path) 
     assert exc.where == "override 'training.seq_length=-1'" and "≥ 1" in exc.message
 
 
+@pytest.mark.parametrize(("overrides", "blamed", "key"), [
+    (("foo.bar=1",), "foo.bar=1", "foo"),                      # the unknown key is one the override created
+    (("parallelism.tp.x=2",), "parallelism.tp.x=2", "parallelism.tp"),  # `parallelism:` is not in the file
+    (("training.foo.bar=1",), "training.foo.bar=1", "training.foo"),
+    (("foo.a=1", "foo.b=2"), "foo.a=1", "foo"),                # the override that created the mapping
+])
+def test_a_schema_error_on_a_key_an_override_created_names_the_override(
+        tmp_path: Path, overrides: tuple[str, ...], blamed: str, key: str) -> None:
+    exc = error_of(write(tmp_path, MINIMAL), overrides)
+    assert exc.where == f"override {blamed!r}" and exc.message.startswith(f"{key}: ")
+
+
+def test_an_error_in_the_file_on_the_path_of_an_override_stays_the_files(tmp_path: Path) -> None:
+    """`training` comes from the file: its own error is located there, whatever an override adds under it."""
+    path = write(tmp_path, MINIMAL.replace("training:", "training:\n  bogus: 1"))
+    exc = error_of(path, ("training.seq_length=8192",))
+    assert exc.where.startswith(f"{path}:") and "bogus" in exc.message
+
+
 def test_parse_override_reads_yaml_values() -> None:
     assert parse_override("a.b=8").value == 8
     assert parse_override("a=[1, 2]").value == [1, 2]
@@ -321,6 +340,28 @@ def test_model_path_is_read_relative_to_the_intent(tmp_path: Path) -> None:
     (tmp_path / "my-model" / "config.json").write_text(config.read_text())
     problem = resolve_intent(load_intent(write(tmp_path, MINIMAL.replace("Qwen/Qwen3-30B-A3B", "my-model"))))
     assert (problem.model.num_layers, problem.model.hidden_size) == (32, 4096)
+
+
+@pytest.mark.parametrize("model", ["./nonexistent/config.json", "empty-folder"])
+def test_a_missing_model_config_is_located_at_the_model_key(tmp_path: Path, model: str) -> None:
+    """The missing file has no line to point at: the error is the intent's `model:`, with the path it named."""
+    (tmp_path / "empty-folder").mkdir()
+    path = write(tmp_path, MINIMAL.replace("Qwen/Qwen3-30B-A3B", model))
+    with pytest.raises(InputError) as info:
+        resolve_intent(load_intent(path))
+    exc = info.value
+    assert located_at(exc, 2, 1) and exc.message.startswith("model: model config not found: ")
+    assert model in exc.message and exc.hint
+
+
+def test_a_rule_between_model_fields_is_located_at_the_field_the_intent_wrote(tmp_path: Path) -> None:
+    """33 query heads against the preset's 8 KV heads: the error points at num_attention_heads (line 4), the key
+    written, and says the two must divide; not at num_key_value_heads, which the intent never wrote."""
+    text = MINIMAL.replace("model: Qwen/Qwen3-30B-A3B", "model:\n  preset: qwen3-8b\n  num_attention_heads: 33")
+    with pytest.raises(InputError) as info:
+        resolve_intent(load_intent(write(tmp_path, text)))
+    assert located_at(info.value, 4, 3)
+    assert info.value.message == "model.num_attention_heads: num_key_value_heads 8 must divide num_attention_heads 33"
 
 
 def test_unknown_model_and_dense_ep_are_located(tmp_path: Path) -> None:

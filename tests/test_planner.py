@@ -24,6 +24,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.pipeline_stages import layers_per_stage, virtual_stage_options
 from automodel_dist.planner import (
     MAX_VPP,
+    MIN_CP_TOKENS,
     Candidate,
     Enumerator,
     distinct_structures,
@@ -285,9 +286,9 @@ def test_compile_uses_the_winner_of_the_plan() -> None:
 
 
 # -- the shortcuts, checked against a brute-force walk on the real cost model ---------------------------------
-def brute_force_fitting(problem: Problem) -> list[Candidate]:
+def brute_force_fitting(problem: Problem, cp_shards: str = "long") -> list[Candidate]:
     """Every layout of the planner's space (its structures times every batch split), judged one by one."""
-    walk = Enumerator(problem, check_layout, estimate_layout, first_fit=False)
+    walk = Enumerator(problem, check_layout, estimate_layout, first_fit=False, cp_shards=cp_shards)
     kwargs = {"model": problem.model, "cluster": problem.cluster, "training": problem.training}
     found = []
     for base, dp in walk.structures():
@@ -319,6 +320,8 @@ def assert_search_is_brute_force(problem: Problem) -> None:
             assert problem.objective == "throughput" and lay.pp > 1 and faster, lay.short()
             assert all(k.estimate.tokens_per_s_per_gpu >= c.estimate.tokens_per_s_per_gpu for k in faster)
     assert distinct_structures(rank(problem, found)) == distinct_structures(rank(problem, brute))
+    # where no layout with long CP shards fits, the plan is the best of the whole space, the short shards too
+    brute = brute or brute_force_fitting(problem, cp_shards="all")
     if brute:
         assert plan(problem).best == rank(problem, brute)[0]
     else:
@@ -552,6 +555,94 @@ def test_no_legal_layout_says_so_and_offers_a_global_batch_that_divides() -> Non
     assert "no layout is legal" in text and "am-r39-gbs-divisible" in text and not err.value.closest
     batch = int(re.search(r"global_batch_size (\d+) instead of 16", text).group(1))
     assert plan(replace(problem, training=replace(problem.training, global_batch_size=batch))).best
+
+
+@pytest.mark.parametrize("model, nodes, global_batch_size", [("Qwen/Qwen3-30B-A3B", 1, 2),
+                                                             ("deepseek-ai/DeepSeek-V3", 64, 128)])
+def test_cp_shards_the_heuristic_skips_are_searched_before_nothing_is_legal(model: str, nodes: int,
+                                                                           global_batch_size: int) -> None:
+    """A global batch smaller than the world needs a data-parallel size only CP shards below MIN_CP_TOKENS leave
+    (global batch 2 on 8 GPUs: dp 2, CP 4 at 1,024 tokens a rank). The heuristic only speeds the search: the plan
+    searches those shards before it says no layout is legal, and the recipe says why its CP is that wide."""
+    problem = problem_of(intent(model=model, nodes=nodes, global_batch_size=global_batch_size))
+    assert not search(problem).fitting  # the premise: no layout with long shards fits
+    best = plan(problem).best
+    assert fits(problem, best.estimate) and 4096 // best.layout.cp < MIN_CP_TOKENS
+    result = compile_intent(intent(model=model, nodes=nodes, global_batch_size=global_batch_size))
+    assert result.layout == best.layout
+    assert f"below {MIN_CP_TOKENS} tokens per rank: no layout with longer shards is legal and fits" in result.yaml
+
+
+def test_the_short_cp_search_follows_the_exhaustive_plan() -> None:
+    assert_bounded_plan_is_exhaustive(problem_of(intent(nodes=1, global_batch_size=2)))
+
+
+def test_a_plan_that_fits_with_long_cp_shards_searches_no_other() -> None:
+    """The fallback costs nothing where a layout fits: the plan walks the layouts the heuristic keeps, no more."""
+    problem = problem_of(intent(nodes=1, global_batch_size=8))
+    assert plan(problem).considered == search(problem).considered
+
+
+def test_a_cp_pin_is_never_widened() -> None:
+    """With CP pinned to long shards, the pin holds: nothing fits global batch 2 on 8 GPUs, and the message says so."""
+    problem = problem_of(intent(nodes=1, global_batch_size=2, parallelism={"cp": 2}))
+    with pytest.raises(InfeasibleError, match="no layout is legal"):
+        plan(problem)
+
+
+def test_the_global_batch_remedy_reaches_a_multiple_of_the_widest_data_parallel_size() -> None:
+    """gpt-oss-120b PEFT at global batch 1 on 32 A100s (CP pinned to 1) fits at 32, where every rank has a sample:
+    the remedy tries every DP size's nearest multiples (not the nearest four, 2-16, none of which fits)."""
+    spec = intent(model="openai/gpt-oss-120b", gpu="a100-80gb", nodes=4, task="peft", seq_length=1024,
+                  global_batch_size=1, precision="fp8", parallelism={"cp": 1})
+    with pytest.raises(InfeasibleError) as err:
+        plan(problem_of(spec))
+    assert "global_batch_size 32 instead of 1" in str(err.value)
+    spec["training"]["global_batch_size"] = 32
+    assert fits(problem_of(spec), plan(problem_of(spec)).best.estimate)
+
+
+@pytest.mark.parametrize("global_batch_size, nodes, tried", [(1, 4, [2, 4, 8, 16, 32]), (4096, 8, []),
+                                                             (100, 1, [96, 104])])
+def test_the_global_batch_remedy_tries_each_nearby_multiple_once_and_never_the_intents(
+        global_batch_size: int, nodes: int, tried: list[int]) -> None:
+    """Nearest first, each once; a batch every DP size divides has nothing to try (re-planning the intent's own
+    batch would only spend the remedy budget)."""
+    from automodel_dist import infeasible
+
+    seen: list[int] = []
+
+    def attempt(problem: Problem) -> None:
+        seen.append(problem.training.global_batch_size)
+
+    problem = problem_of(intent(nodes=nodes, global_batch_size=global_batch_size))
+    assert infeasible._other_global_batch(problem, attempt) is None
+    assert seen == tried
+
+
+def test_where_no_layout_is_legal_the_remedies_search_short_cp_shards_as_plan_does() -> None:
+    """Global batch 2 on 8 GPUs fits only with CP shards below MIN_CP_TOKENS: a remedy re-plan of a rule-bound
+    problem finds it (as `plan` would); a memory-bound one leaves them out (and its message says so)."""
+    from automodel_dist import infeasible
+    from automodel_dist.cost.model import screen_layout
+    from automodel_dist.planner import _default_checker
+
+    problem = problem_of(intent(nodes=1, global_batch_size=2))
+    args = (_default_checker(), estimate_layout, screen_layout)
+    found = infeasible._attempt_with(*args, short_cp=True)(problem)
+    assert found is not None and 4096 // found.layout.cp < MIN_CP_TOKENS
+    assert infeasible._attempt_with(*args)(problem) is None
+
+
+def test_a_memory_bound_verdict_says_which_cp_shards_the_remedies_searched() -> None:
+    """Nothing fits with 99% of memory kept free, and no remedy helps: the message says the re-plans kept CP
+    shards of at least MIN_CP_TOKENS (the plan itself searched the shorter ones)."""
+    problem = problem_of(intent(model="meta-llama/Llama-3.1-8B", nodes=1), memory_headroom=0.99)
+    with pytest.raises(InfeasibleError) as err:
+        plan(problem)
+    assert (f"nothing tried makes it fit: more GPUs (up to 1024 nodes), activation checkpointing, a smaller local "
+            f"batch, a shorter sequence, every larger GPU preset, nearby global batches, dropping the pins were "
+            f"searched (with at least {MIN_CP_TOKENS} tokens per CP rank)") in str(err.value)
 
 
 def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:

@@ -108,23 +108,34 @@ def spec_from_fields(values: Mapping[str, Any], where: str) -> ModelSpec:
 
 def apply_overrides(spec: ModelSpec, overrides: Mapping[str, Any], where: str) -> ModelSpec:
     """`{preset: ID, num_layers: 40}`: the preset's spec with the given fields replaced."""
-    return check_spec(replace(spec, **check_fields(overrides, where)), where)
+    changed = check_fields(overrides, where)
+    return check_spec(replace(spec, **changed), where, given=frozenset(changed))
 
 
-def check_spec(spec: ModelSpec, where: str) -> ModelSpec:
-    """Reject architectures that cannot exist, naming the field; returns the spec unchanged."""
-    def fail(field: str, message: str, hint: str) -> InputError:
-        return InputError(message, where=f"{where}.{field}", hint=hint)
+def check_spec(spec: ModelSpec, where: str, given: Iterable[str] | None = None) -> ModelSpec:
+    """Reject architectures that cannot exist, naming the field; returns the spec unchanged.
+
+    A rule between fields (heads and KV heads, layers and the layers of a kind) is located at the first of them
+    the user wrote (`given`: the fields a `{preset: ID, ...}` mapping sets; None: every field was written),
+    not at a preset value the user never saw."""
+    written = None if given is None else frozenset(given)
+
+    def fail(field: str | tuple[str, ...], message: str, hint: str) -> InputError:
+        involved = (field,) if isinstance(field, str) else field
+        at = next((f for f in involved if written is None or f in written), involved[0])
+        return InputError(message, where=f"{where}.{at}", hint=hint)
 
     for item in fields(spec):
         check_model_size(item.name, getattr(spec, item.name), f"{where}.{item.name}")
     for name in _POSITIVE_FIELDS:
         if getattr(spec, name) < 1:
             raise fail(name, f"must be at least 1, got {getattr(spec, name)}", f"set {name} to a positive integer")
-    if spec.num_attention_heads % spec.num_key_value_heads:
-        raise fail("num_key_value_heads",
-                   f"{spec.num_key_value_heads} does not divide num_attention_heads {spec.num_attention_heads}",
-                   "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads")
+    heads, kv = spec.num_attention_heads, spec.num_key_value_heads
+    if heads % kv:
+        raise fail(("num_key_value_heads", "num_attention_heads"),
+                   f"num_key_value_heads {kv} must divide num_attention_heads {heads}",
+                   f"grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads: "
+                   f"set num_attention_heads to a multiple of {kv}, or num_key_value_heads to a divisor of {heads}")
     if spec.dense_layers and spec.intermediate_size < 1:
         raise fail("intermediate_size", "must be at least 1: the model has dense MLP layers",
                    "set intermediate_size to the dense MLP width")
@@ -140,8 +151,9 @@ def check_spec(spec: ModelSpec, where: str) -> ModelSpec:
         raise fail("q_lora_rank", "is an MLA dimension but kv_lora_rank is not set",
                    "give the MLA dimensions (kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim)")
     if spec.linear_attention_layers >= spec.num_layers:
-        raise fail("linear_attention_layers", f"{spec.linear_attention_layers} leaves no full-attention layer "
-                   f"among {spec.num_layers}", "linear_attention_layers must be below num_layers")
+        raise fail(("linear_attention_layers", "num_layers"), f"linear_attention_layers "
+                   f"{spec.linear_attention_layers} leaves no full-attention layer among num_layers {spec.num_layers}",
+                   "linear_attention_layers must be below num_layers")
     if spec.linear_attention_layers:
         for name in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                      "linear_value_head_dim", "linear_conv_kernel_dim"):
@@ -149,8 +161,8 @@ def check_spec(spec: ModelSpec, where: str) -> ModelSpec:
                 raise fail(name, "must be at least 1 when linear_attention_layers > 0",
                            "give the linear-attention dimensions")
     if spec.sliding_window_layers > spec.num_layers:
-        raise fail("sliding_window_layers", f"{spec.sliding_window_layers} exceeds num_layers {spec.num_layers}",
-                   "count the layers that use the sliding window")
+        raise fail(("sliding_window_layers", "num_layers"), f"sliding_window_layers {spec.sliding_window_layers} "
+                   f"exceeds num_layers {spec.num_layers}", "count the layers that use the sliding window")
     if spec.sliding_window_layers and not spec.sliding_window:
         raise fail("sliding_window", "is not set but sliding_window_layers is",
                    "give the window size in tokens, or set sliding_window_layers to 0")
@@ -161,18 +173,18 @@ def _check_moe(spec: ModelSpec, fail: Any) -> None:
     if not spec.is_moe:
         for name in ("experts_per_token", "num_shared_experts", "first_dense_layers"):
             if getattr(spec, name):
-                raise fail(name, "is set but num_routed_experts is 0",
+                raise fail((name, "num_routed_experts"), f"{name} is set but num_routed_experts is 0",
                            "set num_routed_experts for an MoE model, or remove the MoE fields")
         return
     if not 1 <= spec.experts_per_token <= spec.num_routed_experts:
-        raise fail("experts_per_token",
-                   f"must be between 1 and num_routed_experts {spec.num_routed_experts}, got "
-                   f"{spec.experts_per_token}", "set experts_per_token to the router's top-k")
+        raise fail(("experts_per_token", "num_routed_experts"),
+                   f"experts_per_token {spec.experts_per_token} must be between 1 and num_routed_experts "
+                   f"{spec.num_routed_experts}", "set experts_per_token to the router's top-k")
     if spec.moe_intermediate_size < 1:
         raise fail("moe_intermediate_size", "must be at least 1 for an MoE model", "set the width of one expert")
     if spec.num_shared_experts and spec.shared_expert_intermediate_size < 1:
         raise fail("shared_expert_intermediate_size", "must be at least 1 when num_shared_experts > 0",
                    "set the width of one shared expert")
     if spec.first_dense_layers >= spec.num_layers:
-        raise fail("first_dense_layers", f"{spec.first_dense_layers} leaves no MoE layer among "
-                   f"{spec.num_layers}", "first_dense_layers must be below num_layers")
+        raise fail(("first_dense_layers", "num_layers"), f"first_dense_layers {spec.first_dense_layers} leaves no "
+                   f"MoE layer among num_layers {spec.num_layers}", "first_dense_layers must be below num_layers")

@@ -184,14 +184,21 @@ def _resolve_name(ref: str, where: str) -> ModelSpec:
     if path_exists(path) and path.suffix in (".yaml", ".yml") and not path.is_dir():
         return _load_model_yaml(path)
     if path_exists(path):
+        if path.is_dir() and not path_exists(path / "config.json"):
+            raise _missing_config(str(path / "config.json"), where)
         return load_hf_config(path)
     spec = _spec_for(text, where)
     if spec is not None:
         return spec
     if _looks_like_path(text):
-        raise InputError("model config not found", where=text,
-                         hint="pass an existing config.json or model folder, or a preset id")
+        raise _missing_config(text, where)
     raise _unknown_model(text, where)
+
+
+def _missing_config(path: str, where: str) -> InputError:
+    """Located at the key that names the path (`where`), not at the file that is not there."""
+    return InputError(f"model config not found: {path}", where=where,
+                      hint="pass an existing config.json or model folder, or a preset id")
 
 
 def _load_model_yaml(path: Path) -> ModelSpec:

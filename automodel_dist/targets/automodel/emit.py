@@ -29,7 +29,7 @@ from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, ac_mode
 from automodel_dist.output import RECIPE_MARKER
 from automodel_dist.pipeline_stages import pipeline_split, stage_split
-from automodel_dist.planner import memory_limit_gib
+from automodel_dist.planner import MIN_CP_TOKENS, memory_limit_gib
 from automodel_dist.problem import Problem
 from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.schema_check import load_schema
@@ -100,7 +100,7 @@ def timeout_minutes(problem: Problem, layout: Layout) -> tuple[int, str]:
 
 
 def _distributed(problem: Problem, layout: Layout) -> _Section:
-    model, cluster, training = problem.model, problem.cluster, problem.training
+    model, cluster = problem.model, problem.cluster
     d = _Section()
     d.put("strategy", layout.strategy, _why(problem, "strategy", {
         "fsdp2": "FSDP2: shards parameters, gradients and optimizer state; the only strategy with PP, EP and HSDP",
@@ -114,7 +114,7 @@ def _distributed(problem: Problem, layout: Layout) -> _Section:
     d.put("tp_size", layout.tp, _why(problem, "tp", _tp_reason(layout, cluster.nvlink_domain, problem.objective)))
     if layout.strategy == "fsdp2":
         d.put("pp_size", layout.pp, _why(problem, "pp", _pp_reason(layout, model.num_layers)))
-    d.put("cp_size", layout.cp, _why(problem, "cp", _cp_reason(layout, training.seq_length)))
+    d.put("cp_size", layout.cp, _why(problem, "cp", _cp_reason(problem, layout)))
     if layout.strategy == "fsdp2":
         if model.is_moe:
             d.put("ep_size", layout.ep, _why(problem, "ep", _ep_reason(layout, model.num_routed_experts,
@@ -168,10 +168,15 @@ def _pp_reason(layout: Layout, num_layers: int) -> str:
     return f"{layout.pp} pipeline ranks, {share} of {num_layers} layers each"
 
 
-def _cp_reason(layout: Layout, seq: int) -> str:
+def _cp_reason(problem: Problem, layout: Layout) -> str:
+    """How CP splits the sequence; an unpinned CP shorter than MIN_CP_TOKENS per rank says why it was searched."""
+    seq = problem.training.seq_length
     if layout.cp == 1:
         return f"the {seq}-token sequence is not split"
-    return f"the {seq}-token sequence split over {layout.cp} GPUs ({seq // layout.cp} tokens each)"
+    reason = f"the {seq}-token sequence split over {layout.cp} GPUs ({seq // layout.cp} tokens each)"
+    if problem.pins.cp is None and seq // layout.cp < MIN_CP_TOKENS:
+        reason += f"; below {MIN_CP_TOKENS} tokens per rank: no layout with longer shards is legal and fits"
+    return reason
 
 
 def _ep_reason(layout: Layout, experts: int, cluster: ClusterSpec) -> str:
