@@ -100,6 +100,11 @@ def test_a_variable_set_twice_to_different_values_warns_at_the_later_line(lines:
     "export PYTHONPATH=/opt/a\nexport PYTHONPATH=$PYTHONPATH:/opt/b",  # builds on the first
     'export PATH="/opt/bin:${PATH}"\nexport PATH="/more:${PATH}"',
     "export CUDA_DEVICE_MAX_CONNECTIONS=32\nexport CUDA_DEVICE_MAX_CONNECTIONS=32",  # the same value
+    'if [ -n "${DEBUG:-}" ]; then\n  export NCCL_DEBUG=INFO\nelse\n  export NCCL_DEBUG=WARN\nfi',  # branches
+    "setup() {\n  export NCCL_DEBUG=WARN\n}\nexport NCCL_DEBUG=INFO\nsetup",  # a function's own value
+    "CUDA_VISIBLE_DEVICES=0 python a.py\nCUDA_VISIBLE_DEVICES=1 python b.py",  # per-command prefixes
+    "ATTEMPT=0\nwhile true; do\n  ATTEMPT=$((ATTEMPT + 1))\n  break\ndone",  # a loop counter
+    "export NODE=$(hostname)\nexport NODE=$(hostname -s)",  # computed when the script runs
 ])
 def test_building_on_a_variable_or_repeating_its_value_is_fine(lines: str) -> None:
     assert "launch-env-reassigned" not in _check(sbatch="#!/bin/bash\n" + lines + "\n")

@@ -97,9 +97,10 @@ def sbatch_env(sbatch_text: str) -> dict[str, str]:
     return {name: value for name, (value, _) in assignments(sbatch_text).items()}
 
 
-def _exports(sbatch_text: str) -> Iterator[tuple[str, str, str, int]]:
-    """Each assignment in order: (name, value as written, value read, 1-based line); the value read takes
-    `${A:-default}` as its default and `$B` as B's value so far."""
+def _exports(sbatch_text: str) -> Iterator[tuple[str, str, str, int, bool]]:
+    """Each assignment in order: (name, value as written, value read, 1-based line, whether it is an `export` at
+    the script's top level, unindented: set once for the whole job, not in a branch, loop or function); the value
+    read takes `${A:-default}` as its default and `$B` as B's value so far."""
     values: dict[str, str] = {}
     for number, line in enumerate(sbatch_text.splitlines(), start=1):
         match = _EXPORT.match(line)
@@ -109,20 +110,24 @@ def _exports(sbatch_text: str) -> Iterator[tuple[str, str, str, int]]:
             defaulted = _DEFAULTED.match(value)
             value = defaulted.group(1).strip("\"'") if defaulted else value
             values[match.group(1)] = _VAR_REF.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), value)
-            yield match.group(1), written, values[match.group(1)], number
+            yield match.group(1), written, values[match.group(1)], number, line.startswith("export ")
 
 
 def assignments(sbatch_text: str) -> dict[str, tuple[str, int]]:
     """sbatch_env's values, each with the 1-based line of its last assignment."""
-    return {name: (value, line) for name, _, value, line in _exports(sbatch_text)}
+    return {name: (value, line) for name, _, value, line, _ in _exports(sbatch_text)}
 
 
 def reassignment_findings(sbatch_text: str) -> list[tuple[Finding, int]]:
-    """A variable the script sets again to another value, not building on the first (`$NAME` in it): the later
-    silently wins (an intent's launcher.env over what the plan set), each with the later line."""
+    """A variable the script exports again, at its top level, to another value that does not build on the first
+    (`$NAME` in it) or compute (`$(`): the later silently wins (an intent's launcher.env over what the plan set),
+    each with the later line. Assignments in branches, loops and functions (indented), per-command prefixes and
+    plain shell variables are the script's own logic, not judged."""
     found: list[tuple[Finding, int]] = []
     earlier: dict[str, tuple[str, int]] = {}
-    for name, written, value, line in _exports(sbatch_text):
+    for name, written, value, line, top_export in _exports(sbatch_text):
+        if not top_export or "$(" in written or "`" in written:
+            continue
         before = earlier.get(name)
         if before and before[0] != value and not re.search(rf"\$\{{?{name}\b", written):
             found.append((env_reassigned(name, before[0], f"line {before[1]}", value, f"line {line}"), line))
@@ -135,7 +140,8 @@ def env_reassigned(name: str, first: str, first_at: str, later: str, later_at: s
     return r.ENV_REASSIGNED.finding(
         f"{name} is set to {one_line(first)!r} ({first_at}) and then to {one_line(later)!r} ({later_at}): the later "
         "value wins", path=path,
-        hint=f"keep one value of {name} (to keep what the plan set, drop it from the intent's launcher.env)")
+        hint=f"keep one value of {name} (in a script automodel-dist wrote, drop it from the intent's launcher.env to "
+             "keep the plan's)")
 
 
 def code_lines(sbatch_text: str) -> str:
