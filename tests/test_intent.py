@@ -231,6 +231,18 @@ def test_launcher_time_refuses_what_sbatch_would(tmp_path: Path, limit: str) -> 
     assert "launcher.time" in exc.message + exc.where and "D-HH:MM:SS" in exc.message
 
 
+@pytest.mark.parametrize("name", ["SHARED_DIR", "RUN_DIR", "RECIPE", "CACHE_DIR", "OVERRIDES", "MASTER_ADDR"])
+def test_launcher_env_cannot_replace_the_scripts_own_variables(tmp_path: Path, name: str) -> None:
+    exc = error_of(write(tmp_path, MINIMAL + f"launcher:\n  env:\n    {name}: /a,/b:/c\n"))
+    assert located_at(exc, 10, 5) and "sets itself" in exc.message
+
+
+@pytest.mark.parametrize("name", ["SHARED_DIRS", "MY_RUN_DIR", "NCCL_DEBUG", "MASTER_PORT"])
+def test_launcher_env_takes_other_names(tmp_path: Path, name: str) -> None:
+    intent = load_intent(write(tmp_path, MINIMAL + f"launcher:\n  env:\n    {name}: '1'\n"))
+    assert intent.launcher["env"] == {name: "1"}
+
+
 def test_unknown_key_suggests_the_nearest(tmp_path: Path) -> None:
     exc = error_of(write(tmp_path, MINIMAL + "  precison: bf16\n"))
     assert located_at(exc, 8, 3)
