@@ -1,12 +1,18 @@
-"""The override list a Megatron-Bridge launch script passes (`OVERRIDES=( ... )`, as `--launcher slurm` writes
+"""The override list a Megatron-Bridge launch script passes (its `OVERRIDES` array, as `--launcher slurm` writes
 it), judged as the job will run it: Hydra's own refusals of its items, and every key where it differs from the
-override set validated beside it (the job runs the script's list, not the file)."""
+override set validated beside it (the job runs the script's list, not the file).
+
+The array is read as bash reads it, without running anything: quotes, escapes, `#` comments, line continuations,
+a `)` on an item's line, `declare -a`, `+=` appends. A word with an expansion (`$VAR`, `${...}`, `$(...)`, a
+backtick) outside single quotes has a value only the running job knows: its key is not compared. An array set or
+extended inside a block (an indented line: a branch, loop or function) is not judged at all.
+"""
 
 from __future__ import annotations
 
-import shlex
+import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from automodel_dist.errors import InputError
@@ -17,45 +23,152 @@ from automodel_dist.textsafe import one_line
 
 _SHOWN = 5  # differing keys named one by one; the rest are counted
 _MISSING = object()
+_ARRAY = re.compile(r"(?:(?:declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?OVERRIDES(\+?)=\(")
+_NAME_START = re.compile(r"[A-Za-z_0-9@*#?$!-]")
+_CLOSERS = {"(": ")", "{": "}"}
 
 
-def script_items(text: str) -> list[tuple[int, str]] | None:
-    """(line, item) of each word of the script's `OVERRIDES=(` ... `)` array, or None without one."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == "OVERRIDES=("), None)
-    if start is None:
-        return None
-    items: list[tuple[int, str]] = []
-    for number, line in enumerate(lines[start + 1:], start=start + 2):
-        if line.strip() == ")":
-            return items
-        try:
-            items += [(number, word) for word in shlex.split(line, comments=True)]
-        except ValueError:  # an unclosed quote: bash -n reports the script
-            return items
+@dataclass(frozen=True)
+class Word:
+    """One array item: its 1-based line, the text bash passes, and whether that text is known here (`literal`:
+    no expansion outside single quotes)."""
+
+    line: int
+    text: str
+    literal: bool
+
+
+def script_items(text: str) -> list[Word] | None:
+    """The `OVERRIDES` array's items once the script has set it, or None: no array, or one set inside a block."""
+    items: list[Word] | None = None
+    offsets = _line_offsets(text)
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _ARRAY.match(line.lstrip())
+        if not match:
+            continue
+        if line[:1].isspace():
+            return None  # set in a branch, loop or function: which items the job gets depends on the run
+        start = offsets[number - 1] + len(line) - len(line.lstrip()) + match.end()
+        words = _words(text, start, offsets)
+        items = (items or []) + words if match.group(1) else words
     return items
+
+
+def _line_offsets(text: str) -> list[int]:
+    offsets, at = [], 0
+    for line in text.splitlines(keepends=True):
+        offsets.append(at)
+        at += len(line)
+    return offsets or [0]
+
+
+def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
+    """The words from offset `i` to the array's unquoted `)` (or the end of the text)."""
+    words: list[Word] = []
+    buf: list[str] = []
+    literal, start, quote = True, None, None
+
+    def flush() -> None:
+        nonlocal buf, literal, start
+        if start is not None:
+            line = next(n for n in range(len(offsets), 0, -1) if offsets[n - 1] <= start)
+            words.append(Word(line, "".join(buf), literal))
+        buf, literal, start = [], True, None
+
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = None if c == "'" else quote
+            buf += [] if c == "'" else [c]
+            i += 1
+            continue
+        if c in "$`" and _expands(text, i):
+            end = _expansion_end(text, i)
+            start = i if start is None else start
+            buf.append(text[i:end])
+            literal, i = False, end
+            continue
+        if quote == '"':
+            if c == '"':
+                quote = None
+            elif c == "\\" and text[i + 1:i + 2] in ('$', '`', '"', '\\', '\n'):
+                buf += [] if text[i + 1] == "\n" else [text[i + 1]]
+                i += 1
+            else:
+                buf.append(c)
+            i += 1
+            continue
+        if c == "\\":
+            if text[i + 1:i + 2] not in ("\n", ""):
+                start = i if start is None else start
+                buf.append(text[i + 1])
+            i += 2
+            continue
+        if c in " \t\n":
+            flush()
+        elif c == "#" and start is None:
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+            continue
+        elif c == ")":
+            flush()
+            return words
+        elif c in "'\"":
+            quote, start = c, i if start is None else start
+        else:
+            start = i if start is None else start
+            buf.append(c)
+        i += 1
+    flush()
+    return words
+
+
+def _expands(text: str, i: int) -> bool:
+    """A `$` or backtick at `i` that starts an expansion (a lone `$` is literal)."""
+    return text[i] == "`" or bool(_NAME_START.match(text[i + 1:i + 2])) or text[i + 1:i + 2] in _CLOSERS
+
+
+def _expansion_end(text: str, i: int) -> int:
+    """Offset just past the expansion at `i`: a backtick pair, `$(...)`/`${...}` balanced, or `$NAME`."""
+    if text[i] == "`":
+        end = text.find("`", i + 1)
+        return len(text) if end < 0 else end + 1
+    opener = text[i + 1]
+    if opener in _CLOSERS:
+        depth, j = 0, i + 1
+        while j < len(text):
+            depth += (text[j] == opener) - (text[j] == _CLOSERS[opener])
+            if depth == 0:
+                return j + 1
+            j += 1
+        return len(text)
+    match = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|.").match(text, i + 1)
+    return match.end() if match else i + 1
 
 
 def check_script_overrides(text: str, flat: Mapping[str, Any], recipe: str | None,
                            sbatch_file: str | None) -> list[Finding]:
     """Findings (at the script's lines) for the script's override list against the file's `flat` key -> value."""
-    found = script_items(text)
-    if found is None:
+    words = script_items(text)
+    if words is None:
         return []
-    lines, items = [line for line, _ in found], [item for _, item in found]
-    first = lines[0] if lines else 1
+    known = [w for w in words if w.literal]
+    unknown_keys = {w.text.lstrip("+").split("=", 1)[0] for w in words if not w.literal}
+    first = words[0].line if words else 1
 
     def at(finding: Finding, line: int) -> Finding:
         return replace(finding, line=line, col=1, file=sbatch_file)
 
     try:
-        hydra = read_hydra(items, where="OVERRIDES")
+        hydra = read_hydra([w.text for w in known], where="OVERRIDES")
     except InputError as err:
         return [at(SLURM_OVERRIDES.finding(f"the launch script's override list: {err}", hint=err.hint or ""), first)]
+    lines = [w.line for w in known]
     out = [at(f, f.line or first) for f in check_appends(hydra, recipe, lines)]
-    script = hydra_mapping(items)
+    script = hydra_mapping([w.text for w in known])
     line_of = {item.key: line for line, item in zip(lines, hydra, strict=True)}
-    differ = sorted(key for key in script.keys() | flat.keys() if script.get(key, _MISSING) != flat.get(key, _MISSING))
+    differ = sorted(key for key in (script.keys() | flat.keys()) - unknown_keys
+                    if script.get(key, _MISSING) != flat.get(key, _MISSING))
     for key in differ[:_SHOWN]:
         said = "leaves out" if key not in script else f"sets {one_line(repr(script[key]))} for"
         has = "has no value" if key not in flat else f"has {one_line(repr(flat[key]))}"
