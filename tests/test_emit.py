@@ -189,7 +189,8 @@ def write_intent(tmp_path: Path, pins: str = "") -> Path:
 
 
 @pytest.mark.parametrize(("base_lines", "intent_lines", "where", "says"), [
-    ("", "model: Qwen/Qwen3-8B\n", "base.yaml:9:3", "loads meta-llama/Llama-3.1-8B"),
+    ("", "model: Qwen/Qwen3-8B\n", "base.yaml:7:1", "builds llama-3.1-8b, which differs in num_layers 32 (36)"),
+    ("", "model: {preset: llama-3.1-8b, num_layers: 16}\n", "base.yaml:7:1", "differs in num_layers 32 (16)"),
     ("peft:\n  _target_: nemo_automodel.components._peft.lora.PeftConfig\n  dim: 8\n", "", "base.yaml:21:1",
      "trains LoRA adapters"),
     ("fp8:\n  enabled: true\n", "", "base.yaml:22:3", "turns FP8 on"),
@@ -217,6 +218,7 @@ def test_a_base_that_trains_another_job_than_the_intent_is_bad_input(tmp_path: P
 
 @pytest.mark.parametrize("intent_lines", [
     "model: meta-llama/Llama-3.1-8B-Instruct\n",  # the same architecture under another name
+    f"model: {Path(__file__).parent / 'fixtures' / 'hf_configs' / 'llama-3.1-8b' / 'config.json'}\n",  # its config
     "training: {task: sft, seq_length: 4096, global_batch_size: 128, precision: fp8}\n",
     "training: {task: peft, seq_length: 4096, global_batch_size: 128}\n",  # the default rank, the base's too
 ])
@@ -230,6 +232,31 @@ def test_a_base_that_agrees_with_the_intent_merges(tmp_path: Path, intent_lines:
                             for old in text.splitlines(keepends=True)), encoding="utf-8")
     result = compile_intent(path)
     assert result.recipe["model"]["pretrained_model_name_or_path"] == "meta-llama/Llama-3.1-8B"  # the base's
+
+
+def test_a_base_that_reshapes_its_model_is_judged_as_it_builds(tmp_path: Path) -> None:
+    """The base's own reshaping keys decide what it trains: 2 layers of Llama-3.1-8B is not the intent's model,
+    16 layers is the intent's when the intent asks for 16."""
+    path = write_intent(tmp_path)
+    base = BASE.replace("  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B  # our checkpoint\n",
+                        "  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B  # our checkpoint\n"
+                        "  num_hidden_layers: {layers}\n")
+    (tmp_path / "base.yaml").write_text(base.format(layers=2), encoding="utf-8")
+    with pytest.raises(InputError, match=r"differs in num_layers 2 \(32\)"):
+        compile_intent(path)
+    (tmp_path / "base.yaml").write_text(base.format(layers=16), encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8").replace("model: meta-llama/Llama-3.1-8B",
+                                                             "model: {preset: llama-3.1-8b, num_layers: 16}"))
+    assert compile_intent(path).problem.model.num_layers == 16
+
+
+def test_a_base_lora_without_a_rank_gets_the_intents(tmp_path: Path) -> None:
+    path = write_intent(tmp_path)
+    (tmp_path / "base.yaml").write_text(BASE + "peft:\n  match_all_linear: true\n", encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "training: {task: sft,", "training: {peft: {rank: 32}, task: peft,"), encoding="utf-8")
+    peft = compile_intent(path).recipe["peft"]
+    assert peft["dim"] == 32 and peft["alpha"] == 64 and peft["match_all_linear"] is True
 
 
 def test_base_recipe_keeps_comments_order_and_its_own_sections(tmp_path: Path) -> None:

@@ -203,8 +203,8 @@ def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(("changes", "named"), [
-    ("  num_routed_experts: 96\n", "num_routed_experts 96 (the recipe's 128)"),
-    ("  num_layers: 30\n  num_routed_experts: 96\n", "num_layers 30 (the recipe's 48), num_routed_experts 96"),
+    ("  num_routed_experts: 96\n", "num_routed_experts 96 (128)"),
+    ("  num_layers: 30\n  num_routed_experts: 96\n", "num_layers 30 (48), num_routed_experts 96"),
 ])
 def test_a_model_the_recipe_does_not_build_is_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                         changes: str, named: str) -> None:

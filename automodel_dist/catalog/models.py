@@ -139,12 +139,6 @@ def _spec_for(name: str, where: str) -> ModelSpec | None:
     return spec
 
 
-def catalog_model(name: str) -> ModelSpec | None:
-    """The catalog's architecture for a preset or Hugging Face id, None for any other name (no file is read: a
-    recipe may name a checkpoint path of another machine)."""
-    return _spec_for(name.strip(), where="model")
-
-
 @lru_cache(maxsize=1024)
 def _model_suggestion(name: str) -> str:
     """The catalog's closest ids to an unknown model name (validating a folder meets the same names often)."""

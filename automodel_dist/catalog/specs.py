@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,17 @@ class ClusterSpec:
         """GPUs that share NVLink: the node, or a whole NVL72 rack (never more than the world)."""
         return nvlink_domain_size(self.gpu.nvlink_domain, gpus_per_node=self.gpus_per_node,
                                   world_size=self.world_size)
+
+
+# ModelSpec fields that name or describe a model, not its architecture
+_NAMING = frozenset({"name", "family", "source"})
+
+
+def architecture_changes(model: ModelSpec, other: ModelSpec) -> list[str]:
+    """'field value (other's value)' for each architecture field where `model` differs from `other` (naming,
+    family and source aside): empty when both build the same network."""
+    return [f"{item.name} {getattr(model, item.name)} ({getattr(other, item.name)})" for item in fields(model)
+            if item.name not in _NAMING and getattr(model, item.name) != getattr(other, item.name)]
 
 
 def nvlink_domain_size(domain: int | None, *, gpus_per_node: int, world_size: int) -> int:

@@ -13,13 +13,11 @@ and `moe:` blocks, torch schedule names, `dp_size: null`), §6 (`model.backend`)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from automodel_dist.catalog.models import catalog_model
-from automodel_dist.catalog.specs import ClusterSpec
+from automodel_dist.catalog.specs import ClusterSpec, architecture_changes
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, BF16
 from automodel_dist.cost.model import planned_options
@@ -44,6 +42,7 @@ from automodel_dist.targets.automodel.config import (
     translate_value,
 )
 from automodel_dist.targets.automodel.model_classes import automodel_moe
+from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.targets.commented import Section as _Section
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
@@ -453,20 +452,18 @@ def _base_clashes(problem: Problem, data: Any) -> list[tuple[str, str, str, str]
     if target in (MODEL_TARGET, SCRATCH_TARGET) and (target == SCRATCH_TARGET) != scratch:
         base_init = "from_scratch (random weights)" if target == SCRATCH_TARGET else "pretrained (from_pretrained)"
         clashes.append(("model._target_", f"starts {base_init}", "training.init", f"says {training.init}"))
-    name_path = "model.config.pretrained_model_name_or_path" if target == SCRATCH_TARGET else \
-        "model.pretrained_model_name_or_path"
-    _, name = lookup(data, name_path)
-    named = catalog_model(name) if isinstance(name, str) else None
-    if named is not None and replace(named, name=problem.model.name) != problem.model:
-        clashes.append((name_path, f"loads {one_line(name)}", "model",
-                        f"is {one_line(problem.model.name)}, another architecture"))
+    built = recipe_model(data)  # the base's model as AutoModel builds it: its id or path, reshaped by its keys
+    changed = architecture_changes(built.spec, problem.model) if built.spec is not None else []
+    if changed:
+        clashes.append((built.path, f"builds {one_line(built.spec.name)}, which differs in {', '.join(changed)} (the "
+                        "intent's in brackets)", "model", f"is {one_line(problem.model.name)}"))
     if lookup(data, "peft")[1] and not training.is_peft:
         clashes.append(("peft", "trains LoRA adapters", "training.task", f"says {training.task}"))
     _, dim = lookup(data, "peft.dim")
     if training.is_peft and isinstance(dim, int) and dim != training.lora_rank:
         clashes.append(("peft.dim", f"trains rank-{dim} adapters", "training.peft.rank",
                         f"asks for rank {training.lora_rank}"))
-    if not runs_fp8(problem):
+    if training.precision != "fp8":
         for path in ("fp8.enabled", "model.backend.te_fp8"):
             if lookup(data, path)[1]:
                 clashes.append((path, "turns FP8 on", "training.precision", f"says {training.precision}"))
@@ -519,6 +516,10 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
             if not isinstance(target.get("timeout_minutes"), int) or target["timeout_minutes"] < source[
                     "timeout_minutes"]:
                 _merge_section(target, source, "timeout_minutes")
+        elif section == "peft":  # the base's adapters at the intent's rank (AutoModel's PeftConfig defaults to 8)
+            for key in ("dim", "alpha"):
+                if key not in target:
+                    _merge_section(target, source, key)
         elif section == "dataset" and "batch_size" in source and (
                 "batch_size" in target or target.get("_target_") == MOCK_DATASET_TARGET):
             _merge_section(target, source, "batch_size")  # the mock's batches are the local batch

@@ -8,7 +8,7 @@ the same pairs as a Hydra list). `validate_overrides` parses an override file an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,7 +16,7 @@ from automodel_dist import limits
 from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
-from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec
+from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec, architecture_changes
 from automodel_dist.compiler import (
     CompileResult,
     Source,
@@ -161,24 +161,19 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     return resolve_model(preset) if preset else None
 
 
-# ModelSpec fields that name or describe a model, not its architecture
-_NAMING = frozenset({"name", "family", "source"})
-
-
 def refuse_another_model(model: ModelSpec, recipe: str, where: str) -> None:
     """An override set trains the model its recipe function builds: an intent whose model differs from it (a preset
     with architecture fields changed) would be planned for one model and run with another, so it is refused."""
     built = model_for_recipe(recipe)
     if built is None:
         return
-    changed = [f"{item.name} {getattr(model, item.name)} (the recipe's {getattr(built, item.name)})"
-               for item in fields(model) if item.name not in _NAMING
-               and getattr(model, item.name) != getattr(built, item.name)]
+    changed = architecture_changes(model, built)
     if changed:
         raise InputError(f"{recipe} builds {one_line(built.name)} as Megatron-Bridge ships it, and the intent's model "
-                         f"differs in {', '.join(changed)}: the override set would train the recipe's model, not this "
-                         "one", where=where, hint=f"drop the changed fields from model: (compile {built.name} as it "
-                         "is), or compile for --target automodel, which builds the model from its config")
+                         f"differs in {', '.join(changed)} (the recipe's in brackets): the override set would train "
+                         "the recipe's model, not this one", where=where,
+                         hint=f"drop the changed fields from model: (compile {built.name} as it is), or compile for "
+                              "--target automodel, which builds the model from its config")
 
 
 def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
