@@ -18,6 +18,7 @@ from automodel_dist.planner import Candidate, Enumerator, make_layout, plan
 from automodel_dist.problem import Problem
 from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
 from automodel_dist.targets.automodel.emit import emit_recipe, load_base, pinned_to_one
+from automodel_dist.targets.automodel.reshape import reshaping
 from automodel_dist.yamlio import Document, to_plain
 
 if TYPE_CHECKING:
@@ -199,11 +200,12 @@ def compile_intent(source: Source, overrides: Iterable[str] = (), *, target: str
         return compile_megatron(source, overrides)
     intent = load_intent(source, overrides)
     problem, base = problem_and_base(intent)
+    checkpoint = model_id(intent, problem)
+    reshape = reshaping(problem, checkpoint, intent.where("model"))  # before the search: a refusal costs nothing
     result = plan(problem)
     best = result.best
     yaml_text, recipe = emit_recipe(problem, best.layout, best.estimate, base=base,
-                                    intent_where=intent.where,
-                                    model_id=model_id(intent, problem))
+                                    intent_where=intent.where, model_id=checkpoint, reshape=reshape)
     return CompileResult(yaml=yaml_text, recipe=recipe, layout=best.layout, estimate=best.estimate,
                          alternatives=result.alternatives, pruned=result.pruned, problem=problem, intent=intent,
                          considered=result.considered, feasible=result.feasible, reasons=result.reasons,

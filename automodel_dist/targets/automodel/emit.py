@@ -12,7 +12,7 @@ and `moe:` blocks, torch schedule names, `dp_size: null`), §6 (`model.backend`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
@@ -227,17 +227,23 @@ def _pipeline(problem: Problem, layout: Layout) -> _Section:
     return p
 
 
-def _model(problem: Problem, layout: Layout, model_id: str | None) -> _Section:
+def _model(problem: Problem, layout: Layout, model_id: str | None, reshape: Mapping[str, Any]) -> _Section:
+    """The model section; `reshape`: the config keys that make the checkpoint's architecture the intent's
+    (`reshape.reshaping`), passed to the config (from_scratch) or to from_pretrained, which hands them on."""
     model, cluster = problem.model, problem.cluster
     m = _Section()
     if problem.training.init == "from_scratch":
         m.put("_target_", SCRATCH_TARGET, "training.init from_scratch: random weights, the architecture only")
         config = _Section().put("_target_", CONFIG_TARGET)
         config.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model (its config only)")
+        for key, value in reshape.items():
+            config.put(key, value, "the intent's architecture")
         m.put("config", config)
     else:
         m.put("_target_", MODEL_TARGET)
         m.put("pretrained_model_name_or_path", model_id or model.name, "the intent's model")
+        for key, value in reshape.items():
+            m.put(key, value, "the intent's architecture: the checkpoint's first layers")
     fp8 = runs_fp8(problem)
     if automodel_moe(model):
         b = _Section().put("_target_", BACKEND_TARGET)
@@ -317,12 +323,13 @@ def _placeholder_data(problem: Problem, layout: Layout) -> tuple[_Section, _Sect
     return dataset, loader
 
 
-def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None) -> CommentedMap:
+def build_recipe(problem: Problem, layout: Layout, model_id: str | None = None,
+                 reshape: Mapping[str, Any] | None = None) -> CommentedMap:
     """The whole recipe as a commented mapping (no header)."""
     model, training = problem.model, problem.training
     r = _Section()
     r.put("recipe", RECIPE_CLASS)
-    r.put("model", _model(problem, layout, model_id))
+    r.put("model", _model(problem, layout, model_id, reshape or {}))
     if training.is_peft:
         r.put("peft", _peft(problem), "task: peft")
     if runs_fp8(problem) and not automodel_moe(model):
@@ -528,13 +535,14 @@ def merge_into_base(base: CommentedMap, ours: CommentedMap, layout: Layout) -> C
 
 def emit_recipe(problem: Problem, layout: Layout, estimate: Estimate, base: Any = None, *,
                 intent_where: IntentWhere | None = None,
-                model_id: str | None = None) -> tuple[str, dict]:
+                model_id: str | None = None, reshape: Mapping[str, Any] | None = None) -> tuple[str, dict]:
     """(recipe YAML text, the same recipe as a plain mapping).
 
     `base`: a path, YAML text, mapping or Document to merge into; `intent_where(dotted)` locates an intent key;
-    `model_id`: what `pretrained_model_name_or_path` loads (default: the model's name).
+    `model_id`: what `pretrained_model_name_or_path` loads (default: the model's name); `reshape`: the config keys
+    that make it the intent's architecture (`reshape.reshaping`).
     """
-    ours = build_recipe(problem, layout, model_id)
+    ours = build_recipe(problem, layout, model_id, reshape)
     if base is not None:
         doc = load_base(base)
         check_base_against_pins(problem, doc, intent_where)
