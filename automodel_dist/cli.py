@@ -219,7 +219,7 @@ def _gpu(args: argparse.Namespace, text: str, path: str) -> Any:
     if args.gpu is not None:
         return args.gpu
     named = header_gpu(text)
-    return None if named is None else resolve_gpu(named, where=f"{path}: its `# gpu:` header line")
+    return None if named is None else resolve_gpu(named[0], where=f"{path}:{named[1]}:1")
 
 
 def _validate_one(args: argparse.Namespace, recipe: str) -> Report:

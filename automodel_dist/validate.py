@@ -168,7 +168,7 @@ _WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
 _RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
-_GPU_HEADER = re.compile(r"^#\s*gpu:\s*([A-Za-z0-9._-]+)\s*$")
+_GPU_HEADER = re.compile(r"^#\s*gpu:\s*([A-Za-z0-9._-]+)\s*(?:#.*)?$")
 
 
 def _header_match(text: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[str]] | None:
@@ -197,14 +197,14 @@ def header_world(text: str) -> tuple[int, int] | None:
     return (nodes, gpus) if nodes > 0 and gpus > 0 else None
 
 
-def header_gpu(text: str) -> str | None:
-    """The GPU preset from a `# gpu: NAME` line opening a recipe or override set (`compile` writes it beside
-    `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
+def header_gpu(text: str) -> tuple[str, int] | None:
+    """(GPU preset, 1-based line) of the first `# gpu: NAME` line opening a recipe or override set (`compile`
+    writes it beside `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
     found = _header_match(text, _GPU_HEADER)
     if found is None:
         return None
-    _, match = found
-    return match[1]
+    line, match = found
+    return match[1], line
 
 
 def header_recipe(text: str) -> str | None:
