@@ -72,6 +72,9 @@ def test_launcher_env_that_replaces_a_planned_variable_warns(tmp_path: Path,
     launcher = {**CLOUD, "env": {"NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "4", "NCCL_DEBUG": "WARN"}}
     _, _, recipe = _section(tmp_path, "qwen3-30b-a3b", "h100-80gb", 2, launcher, ep=8, dispatcher="hybridep")
     assert recipe["skypilot"]["env_vars"]["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"] == "4"  # the user's, as asked
+    line = next(line for line in (tmp_path / "recipe.yaml").read_text().splitlines()
+                if "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" in line)
+    assert line.endswith("# the intent's launcher.env") and "NVLink" not in line  # not the plan's reason
     err = capsys.readouterr().err
     assert "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN is set to '8' (by the plan) and then to '4'" in err
     assert "NCCL_DEBUG" not in err

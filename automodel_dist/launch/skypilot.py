@@ -116,6 +116,8 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
                 for name, value in settings.env if planned.get(name, value) != value]
     for name, value in settings.env:
         env_vars[name] = value
+        if name in planned:  # the plan's reason no longer describes the value
+            env_vars.yaml_add_eol_comment("the intent's launcher.env", name)
     if env_vars:
         section["env_vars"] = env_vars
     return section, replaced
