@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
-from automodel_dist.catalog.models import get_preset
-from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.catalog.models import get_preset, list_models
+from automodel_dist.catalog.specs import ModelSpec, architecture_changes
 from automodel_dist.errors import InputError
 from automodel_dist.targets.megatron_bridge.fields import builds
 from automodel_dist.textsafe import one_line
@@ -64,11 +65,17 @@ RECIPES: dict[tuple[str, str], Recipe] = {
 }
 
 
+@lru_cache(maxsize=64)
 def _preset(model: ModelSpec) -> str:
+    """The catalog preset the model is: by name, else the one preset with a recipe whose architecture it has (a
+    model's own config.json in a folder of any name); else its own name, which no recipe is keyed by."""
     try:
         return get_preset(model.name).id
     except InputError:
-        return model.name
+        pass
+    with_recipes = {preset for preset, _ in RECIPES}
+    same = [p.id for p in list_models() if p.id in with_recipes and not architecture_changes(model, p.spec)]
+    return same[0] if len(same) == 1 else model.name
 
 
 def recipe_for(model: ModelSpec, task: str = "pretrain") -> Recipe | None:
