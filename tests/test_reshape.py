@@ -44,6 +44,25 @@ def test_a_pretrained_run_may_only_drop_layers(model: str) -> None:
     assert compile_intent(intent(model, "from_scratch")).problem.model.num_layers > 0
 
 
+@pytest.mark.parametrize(("model", "cannot"), [
+    ("{preset: llama-3.1-8b, qk_norm: true}", "qk_norm True (False)"),  # a flag no size key carries
+    ("{preset: qwen3-30b-a3b, num_shared_experts: 1, shared_expert_intermediate_size: 6144}", "num_shared_experts"),
+    ("{preset: qwen3-next-80b-a3b, num_layers: 16, linear_attention_layers: 10}",  # not the mix 16 layers give
+     "linear_attention_layers 10 (12)"),
+])
+def test_a_change_the_config_keys_cannot_carry_is_refused_not_dropped(model: str, cannot: str) -> None:
+    with pytest.raises(InputError, match="cannot carry") as err:
+        compile_intent(intent(model, "from_scratch"))
+    assert cannot in str(err.value)
+
+
+def test_a_layer_mix_the_layer_count_gives_is_written_as_the_count() -> None:
+    result = compile_intent(intent("{preset: qwen3-next-80b-a3b, num_layers: 16, linear_attention_layers: 12}",
+                                   "from_scratch"))
+    config = result.recipe["model"]["config"]
+    assert config["num_hidden_layers"] == 16 and "layer_types" not in config  # transformers derives the mix
+
+
 def test_an_unchanged_model_writes_no_keys() -> None:
     recipe = compile_intent(intent("{preset: llama-3.1-8b}", "pretrained")).recipe
     assert "num_hidden_layers" not in recipe["model"]
