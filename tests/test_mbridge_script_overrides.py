@@ -21,19 +21,28 @@ HEAD = "#!/bin/bash\nset -euo pipefail\n"
      [(5, "train.gbs=$GBS", False), (6, "x.y=$(date)", False), (7, "z.w=`id`", False)]),  # known only when run
     ("OVERRIDES=(a.b=1)\nOVERRIDES+=(c.d=2)\n", [(3, "a.b=1", True), (4, "c.d=2", True)]),  # an append
     ("OVERRIDES=(a.b=1)\nOVERRIDES=(c.d=2)\n", [(4, "c.d=2", True)]),  # set again
+    ('OVERRIDES=(a.b=1)\nOVERRIDES=("${OVERRIDES[@]}" c.d=2)\n', [(3, "a.b=1", True), (4, "c.d=2", True)]),
+    ("OVERRIDES=($'a.b=1' $'c.d=x\\ty')\n", [(3, "a.b=1", True), (3, "c.d=x\ty", True)]),  # ANSI-C quotes
+    ("OVERRIDES=(a.b=1)\n: <<'OFF'\nOVERRIDES+=(c.d=2)\nOFF\n", [(3, "a.b=1", True)]),  # a here-document
 ])
 def test_the_array_is_read_as_bash_reads_it(body: str, items: list[tuple[int, str, bool]]) -> None:
     assert script_items(HEAD + body) == [Word(*item) for item in items]
 
 
-@pytest.mark.parametrize("body", [
-    "srun python run.py a.b=1\n",                                       # no array
-    "if true; then\n  OVERRIDES=(a.b=1)\nfi\n",                         # set in a branch: depends on the run
-    "OVERRIDES=(a.b=1)\nif x; then\n  OVERRIDES+=(c.d=2)\nfi\n",        # extended in a branch
+def test_a_script_without_the_array_is_not_judged() -> None:
+    body = HEAD + "srun python run.py a.b=1\n"
+    assert script_items(body) is None and check_script_overrides(body, {"a.b": 2}, None, "launch.sbatch") == []
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("if true; then\n  OVERRIDES=(a.b=1)\nfi\n", "inside a block"),            # set in a branch
+    ("OVERRIDES=(a.b=1)\nif x; then\n  OVERRIDES+=(c.d=2)\nfi\n", "inside a block"),   # extended in a branch
+    ("OVERRIDES=(a.b=1)\nOVERRIDES[1]=c.d=2\n", "one element"),                # an element assignment
+    ("OVERRIDES=(\n  a.b=1\n); OVERRIDES+=(c.d=2)\n", "changes it again"),      # a second statement
 ])
-def test_an_array_the_script_may_or_may_not_set_is_not_judged(body: str) -> None:
-    assert script_items(HEAD + body) is None
-    assert check_script_overrides(HEAD + body, {"a.b": 2}, None, "launch.sbatch") == []
+def test_a_list_the_reader_cannot_follow_is_noted_not_judged(body: str, why: str) -> None:
+    [note] = check_script_overrides(HEAD + body, {"a.b": 2}, None, "launch.sbatch")
+    assert note.severity == "note" and why in note.message and note.file == "launch.sbatch"
 
 
 def test_an_item_whose_value_only_the_run_knows_is_not_compared() -> None:

@@ -2,10 +2,12 @@
 it), judged as the job will run it: Hydra's own refusals of its items, and every key where it differs from the
 override set validated beside it (the job runs the script's list, not the file).
 
-The array is read as bash reads it, without running anything: quotes, escapes, `#` comments, line continuations,
-a `)` on an item's line, `declare -a`, `+=` appends. A word with an expansion (`$VAR`, `${...}`, `$(...)`, a
-backtick) outside single quotes has a value only the running job knows: its key is not compared. An array set or
-extended inside a block (an indented line: a branch, loop or function) is not judged at all.
+The array is read as bash reads it, without running anything: quotes (`$'...'` too), escapes, `#` comments, line
+continuations, a `)` on an item's line, `declare -a`, `+=` appends and `OVERRIDES=("${OVERRIDES[@]}" ...)`, here-
+document bodies skipped. A word with an expansion (`$VAR`, `${...}`, `$(...)`, a backtick) outside single quotes has
+a value only the running job knows: its key is not compared. What the reader cannot follow (an array set or extended
+inside a block, an element assignment, a second statement after the closing parenthesis) leaves the list unjudged,
+and a note says so.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from automodel_dist.errors import InputError
 from automodel_dist.findings import Finding
+from automodel_dist.rules import registry as r
 from automodel_dist.targets.megatron_bridge.parse import hydra_mapping, read_hydra
 from automodel_dist.targets.megatron_bridge.rules import SLURM_OVERRIDES, check_appends
 from automodel_dist.textsafe import one_line
@@ -26,6 +29,9 @@ _MISSING = object()
 _ARRAY = re.compile(r"(?:(?:declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?OVERRIDES(\+?)=\(")
 _NAME_START = re.compile(r"[A-Za-z_0-9@*#?$!-]")
 _CLOSERS = {"(": ")", "{": "}"}
+_ELEMENT = re.compile(r"OVERRIDES\[[^]]*\]\+?=")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+_ANSI_C = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 
 
 @dataclass(frozen=True)
@@ -38,19 +44,37 @@ class Word:
     literal: bool
 
 
+class Unreadable(Exception):
+    """The script builds its list in a way this reader does not follow (the message says how)."""
+
+
 def script_items(text: str) -> list[Word] | None:
-    """The `OVERRIDES` array's items once the script has set it, or None: no array, or one set inside a block."""
+    """The `OVERRIDES` array's items once the script has set it, or None without one; Unreadable when the items
+    depend on how the script runs or on a statement this reader does not follow."""
     items: list[Word] | None = None
     offsets = _line_offsets(text)
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    heredoc: str | None = None
+    for number, line in enumerate(lines, start=1):
+        if heredoc is not None:
+            heredoc = None if line.strip() == heredoc else heredoc
+            continue
+        opened = _HEREDOC.search(line)
+        heredoc = opened.group(1) if opened else None
+        if _ELEMENT.match(line.lstrip()):
+            raise Unreadable(f"line {number} assigns one element of the array")
         match = _ARRAY.match(line.lstrip())
         if not match:
             continue
         if line[:1].isspace():
-            return None  # set in a branch, loop or function: which items the job gets depends on the run
+            raise Unreadable(f"line {number} sets it inside a block (a branch, loop or function)")
         start = offsets[number - 1] + len(line) - len(line.lstrip()) + match.end()
-        words = _words(text, start, offsets)
-        items = (items or []) + words if match.group(1) else words
+        words, end = _words(text, start, offsets)
+        if "OVERRIDES" in text[end + 1:].split("\n", 1)[0]:
+            raise Unreadable(f"the line closing the array at {_line_of(end, offsets)} changes it again")
+        again = [w for w in words if not w.literal and "${OVERRIDES[" in w.text]
+        words = [w for w in words if w not in again]
+        items = (items or []) + words if match.group(1) or again else words
     return items
 
 
@@ -62,8 +86,12 @@ def _line_offsets(text: str) -> list[int]:
     return offsets or [0]
 
 
-def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
-    """The words from offset `i` to the array's unquoted `)` (or the end of the text)."""
+def _line_of(offset: int, offsets: list[int]) -> int:
+    return next(n for n in range(len(offsets), 0, -1) if offsets[n - 1] <= offset)
+
+
+def _words(text: str, i: int, offsets: list[int]) -> tuple[list[Word], int]:
+    """The words from offset `i` to the array's unquoted `)`, and that parenthesis's offset (or the text's end)."""
     words: list[Word] = []
     buf: list[str] = []
     literal, start, quote = True, None, None
@@ -71,8 +99,7 @@ def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
     def flush() -> None:
         nonlocal buf, literal, start
         if start is not None:
-            line = next(n for n in range(len(offsets), 0, -1) if offsets[n - 1] <= start)
-            words.append(Word(line, "".join(buf), literal))
+            words.append(Word(_line_of(start, offsets), "".join(buf), literal))
         buf, literal, start = [], True, None
 
     while i < len(text):
@@ -81,6 +108,20 @@ def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
             quote = None if c == "'" else quote
             buf += [] if c == "'" else [c]
             i += 1
+            continue
+        if quote == "$'":  # ANSI-C quoting: backslash escapes, no expansion
+            if c == "'":
+                quote = None
+            elif c == "\\" and i + 1 < len(text):
+                buf.append(_ANSI_C.get(text[i + 1], "\\" + text[i + 1]))
+                i += 1
+            else:
+                buf.append(c)
+            i += 1
+            continue
+        if c == "$" and quote is None and text[i + 1:i + 2] == "'":
+            quote, start = "$'", i if start is None else start
+            i += 2
             continue
         if c in "$`" and _expands(text, i):
             end = _expansion_end(text, i)
@@ -112,7 +153,7 @@ def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
             continue
         elif c == ")":
             flush()
-            return words
+            return words, i
         elif c in "'\"":
             quote, start = c, i if start is None else start
         else:
@@ -120,7 +161,7 @@ def _words(text: str, i: int, offsets: list[int]) -> list[Word]:
             buf.append(c)
         i += 1
     flush()
-    return words
+    return words, len(text)
 
 
 def _expands(text: str, i: int) -> bool:
@@ -149,7 +190,12 @@ def _expansion_end(text: str, i: int) -> int:
 def check_script_overrides(text: str, flat: Mapping[str, Any], recipe: str | None,
                            sbatch_file: str | None) -> list[Finding]:
     """Findings (at the script's lines) for the script's override list against the file's `flat` key -> value."""
-    words = script_items(text)
+    try:
+        words = script_items(text)
+    except Unreadable as why:
+        return [replace(r.SKIPPED.finding(f"the launch script's OVERRIDES list was not judged: {why}", path="",
+                                          hint="build the list in one top-level OVERRIDES=( ... ) (as compile "
+                                               "--launcher slurm writes it) to have it checked"), file=sbatch_file)]
     if words is None:
         return []
     known = [w for w in words if w.literal]
