@@ -202,17 +202,22 @@ def test_a_model_without_a_recipe_is_bad_input(capsys: pytest.CaptureFixture[str
     assert code == 2 and "i.yaml:3:1: Megatron-Bridge 0.6.2 ships no sft recipe for tiny\\nmodel\n" in err
 
 
+@pytest.mark.parametrize(("folder", "config", "recipe"), [
+    ("ckpt", "llama-3.2-1b", "llama32_1b_sft_config"),        # a name no preset has
+    ("Qwen3-32B", "qwen3-8b", "qwen3_8b_sft_config"),          # another preset's name: the architecture decides
+])
 def test_a_model_config_in_any_folder_finds_its_recipe_by_architecture(capsys: pytest.CaptureFixture[str],
-                                                                        tmp_path: Path) -> None:
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
+                                                                        tmp_path: Path, folder: str, config: str,
+                                                                        recipe: str) -> None:
+    path = tmp_path / folder
+    path.mkdir()
     fixtures = Path(__file__).resolve().parent / "fixtures" / "hf_configs"
-    (folder / "config.json").write_text((fixtures / "llama-3.2-1b" / "config.json").read_text())
+    (path / "config.json").write_text((fixtures / config / "config.json").read_text())
     intent = tmp_path / "i.yaml"
-    intent.write_text(f"model: {folder}\nhardware: {{gpu: h100-80gb}}\n"
+    intent.write_text(f"model: {path}\nhardware: {{gpu: h100-80gb}}\n"
                       "training: {task: sft, seq_length: 4096, global_batch_size: 64}\n")
     code, text, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge")
-    assert code == 0 and "# recipe: llama32_1b_sft_config" in text, err
+    assert code == 0 and f"# recipe: {recipe}" in text, err
 
 
 @pytest.mark.parametrize(("changes", "named"), [

@@ -67,15 +67,18 @@ RECIPES: dict[tuple[str, str], Recipe] = {
 
 @lru_cache(maxsize=64)
 def _preset(model: ModelSpec) -> str:
-    """The catalog preset the model is: by name, else the one preset with a recipe whose architecture it has (a
-    model's own config.json in a folder of any name); else its own name, which no recipe is keyed by."""
+    """The catalog preset the model is: the one its name names when the architecture agrees, else the one preset
+    with a recipe whose architecture it has (a model's own config.json in a folder of any name), else the preset
+    its name names (a reshaped preset, which the target then refuses), else its own name, which keys no recipe."""
     try:
-        return get_preset(model.name).id
+        named = get_preset(model.name)
     except InputError:
-        pass
+        named = None
+    if named is not None and not architecture_changes(model, named.spec):
+        return named.id
     with_recipes = {preset for preset, _ in RECIPES}
     same = [p.id for p in list_models() if p.id in with_recipes and not architecture_changes(model, p.spec)]
-    return same[0] if len(same) == 1 else model.name
+    return same[0] if len(same) == 1 else (named.id if named else model.name)
 
 
 def recipe_for(model: ModelSpec, task: str = "pretrain") -> Recipe | None:
