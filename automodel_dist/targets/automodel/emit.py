@@ -42,7 +42,6 @@ from automodel_dist.targets.automodel.config import (
     translate_value,
 )
 from automodel_dist.targets.automodel.model_classes import automodel_moe
-from automodel_dist.targets.automodel.recipe_model import recipe_model
 from automodel_dist.targets.commented import Section as _Section
 from automodel_dist.textsafe import one_line
 from automodel_dist.yamlio import Document, dump_yaml, load_document, lookup, to_plain
@@ -459,6 +458,8 @@ def _base_clashes(problem: Problem, data: Any) -> list[tuple[str, str, str, str]
     if target in (MODEL_TARGET, SCRATCH_TARGET) and (target == SCRATCH_TARGET) != scratch:
         base_init = "from_scratch (random weights)" if target == SCRATCH_TARGET else "pretrained (from_pretrained)"
         clashes.append(("model._target_", f"starts {base_init}", "training.init", f"says {training.init}"))
+    from automodel_dist.targets.automodel.recipe_model import recipe_model  # only a compile with a base reads one
+
     built = recipe_model(data)  # the base's model as AutoModel builds it: its id or path, reshaped by its keys
     changed = architecture_changes(built.spec, problem.model) if built.spec is not None else []
     if changed:

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import architecture_changes
 from automodel_dist.errors import InputError
 from automodel_dist.problem import Problem
-from automodel_dist.targets.automodel.recipe_model import HF_OVERRIDES, recipe_model
 
 
 def reshaping(problem: Problem, checkpoint: str, where: str) -> dict[str, Any]:
@@ -31,6 +29,10 @@ def reshaping(problem: Problem, checkpoint: str, where: str) -> dict[str, Any]:
     changed = architecture_changes(problem.model, named)
     if not changed:
         return {}
+    # imported here: every compile asks, and only a reshaped model needs them
+    from automodel_dist.catalog.hf_export import hf_config_dict
+    from automodel_dist.targets.automodel.recipe_model import HF_OVERRIDES, recipe_model
+
     theirs = hf_config_dict(named)
     keys = {key: value for key, value in hf_config_dict(problem.model).items()
             if key in HF_OVERRIDES and theirs.get(key) != value}
