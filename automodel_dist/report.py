@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 
 from automodel_dist.errors import InputError
-from automodel_dist.findings import Finding, Report
+from automodel_dist.findings import WARNING, Finding, Report
 
 FORMATS = ("text", "json")
 
@@ -39,3 +41,10 @@ def _summary(report: Report) -> str:
     counts = f"{len(report.errors)} error(s), {len(report.warnings)} warning(s), {len(report.notes)} note(s)"
     verdict = "OK" if report.ok else "FAILED"
     return f"{report.source or '<recipe>'}: {verdict}: {counts}"
+
+
+def print_warnings(findings: Iterable[Finding]) -> None:
+    """Each warning among `findings` on stderr with its fix: what a writer that still writes its files says."""
+    for finding in findings:
+        if finding.severity == WARNING:
+            print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)

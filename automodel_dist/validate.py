@@ -197,14 +197,19 @@ def header_world(text: str) -> tuple[int, int] | None:
     return (nodes, gpus) if nodes > 0 and gpus > 0 else None
 
 
-def header_gpu(text: str) -> tuple[str, int] | None:
-    """(GPU preset, 1-based line) of the first `# gpu: NAME` line opening a recipe or override set (`compile`
-    writes it beside `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
-    found = _header_match(text, _GPU_HEADER)
+def _header_value(text: str, pattern: re.Pattern[str]) -> tuple[str, int] | None:
+    """(the name `pattern` captures, 1-based line) of the first header line it matches."""
+    found = _header_match(text, pattern)
     if found is None:
         return None
     line, match = found
     return match[1], line
+
+
+def header_gpu(text: str) -> tuple[str, int] | None:
+    """(GPU preset, 1-based line) of the first `# gpu: NAME` line opening a recipe or override set (`compile`
+    writes it beside `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
+    return _header_value(text, _GPU_HEADER)
 
 
 def header_recipe(text: str) -> str | None:
@@ -215,11 +220,7 @@ def header_recipe(text: str) -> str | None:
 
 def header_recipe_at(text: str) -> tuple[str, int] | None:
     """(recipe function, 1-based line) of the `# recipe: NAME` line opening an override set."""
-    found = _header_match(text, _RECIPE_HEADER)
-    if found is None:
-        return None
-    line, match = found
-    return match[1], line
+    return _header_value(text, _RECIPE_HEADER)
 
 
 def is_diffusion_recipe(config: Mapping[str, Any]) -> bool:

@@ -9,7 +9,6 @@ a warning is printed.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from automodel_dist.launch.settings import launcher_settings
 from automodel_dist.launch.skypilot import skypilot_recipe_settings, skypilot_section
 from automodel_dist.launch.slurm import render_sbatch, slurm_recipe_settings
 from automodel_dist.output import Output, write_outputs
+from automodel_dist.report import print_warnings
 from automodel_dist.rules.launch import check_launch
 from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.yamlio import dump_yaml, load_document
@@ -62,8 +62,7 @@ def write_launch_files(result: Any, recipe_path: Path, launcher: str, *,
     if not report.ok:
         raise ValidationFailed("the launch files would break their own launch rules: "
                                + "; ".join(f.message for f in report.errors), report)
-    for finding in report.warnings:
-        print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)
+    print_warnings(report.warnings)
     outputs = [Output(recipe_path, dump_yaml(recipe))]
     if sbatch_text is not None:
         outputs.append(Output(recipe_path.parent / SBATCH_NAME, sbatch_text))

@@ -111,13 +111,14 @@ def skypilot_section(problem: Problem, layout: Layout, settings: LauncherSetting
             if var.why:
                 env_vars.yaml_add_eol_comment(var.why, var.name)
     planned = {var.name: var.value for var in env}
-    replaced = [env_reassigned(name, planned[name], "by the plan", value, "by launcher.env",
-                               f"skypilot.env_vars.{name}")
-                for name, value in settings.env if planned.get(name, value) != value]
+    replaced = []
     for name, value in settings.env:
         env_vars[name] = value
         if name in planned:  # the plan's reason no longer describes the value
             env_vars.yaml_add_eol_comment("the intent's launcher.env", name)
+            if planned[name] != value:
+                replaced.append(env_reassigned(name, planned[name], "by the plan", value, "by launcher.env",
+                                               f"skypilot.env_vars.{name}"))
     if env_vars:
         section["env_vars"] = env_vars
     return section, replaced

@@ -54,7 +54,7 @@ from automodel_dist.targets.megatron_bridge.emit import (
     reasons,
 )
 from automodel_dist.targets.megatron_bridge.fields import config_fields as recipe_fields
-from automodel_dist.targets.megatron_bridge.fields import recipe_values
+from automodel_dist.targets.megatron_bridge.fields import known_recipe, recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import (
     HydraOverride,
@@ -320,7 +320,7 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     if gpu_spec is not None:
         nodes = max(1, -(-world_size // gpus_per_node))
         cluster = ClusterSpec(gpu_spec, nodes=nodes, gpus_per_node=gpus_per_node)
-    known = recipe if recipe in recipe_fields().recipes else None
+    known = known_recipe(recipe)
     findings = check_keys(read.flat, known, hydra=read.hydra is not None)
     if read.doc is not None:
         findings += duplicate_key_findings(read.doc, YAML_DUPLICATE, severity=ERROR, outcome=(

@@ -72,6 +72,11 @@ def config_fields() -> ConfigFields:
                         precisions=data["precisions"], functions=frozenset(data["functions"]))
 
 
+def known_recipe(recipe: str) -> str | None:
+    """`recipe` when the data holds its ConfigContainer's fields (its keys can be judged exactly), else None."""
+    return recipe if recipe in config_fields().recipes else None
+
+
 def precision_recipe(name: str) -> Mapping[str, Any] | None:
     """The PRECISION_FIELDS of a named mixed-precision recipe (Megatron-Bridge takes `-` for `_`), None for a name
     it does not register."""

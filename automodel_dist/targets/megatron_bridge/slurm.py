@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 
 from automodel_dist.errors import InputError, ValidationFailed
-from automodel_dist.findings import ERROR, WARNING, Report
+from automodel_dist.findings import ERROR, Report
 from automodel_dist.launch.settings import launcher_settings
+from automodel_dist.report import print_warnings
 from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets.megatron_bridge.compile import RUNNER, MegatronCompileResult, reads_checkpoint_env
-from automodel_dist.targets.megatron_bridge.fields import config_fields
+from automodel_dist.targets.megatron_bridge.fields import known_recipe
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV
 from automodel_dist.targets.megatron_bridge.parse import flat_overrides
 from automodel_dist.targets.megatron_bridge.recipes import IDENTIFIER
@@ -131,15 +131,12 @@ def launch_script(result: MegatronCompileResult, overrides_name: str) -> str:
             " \\\n    ".join(run)]
     script = "\n".join(header + env + body) + "\n"
     findings = check_sbatch(script, gpus_per_node=gpus, multi_node=nodes > 1, syntax=script_syntax(script))
-    known = recipe if recipe in config_fields().recipes else None
-    findings += check_script_overrides(script, flat_overrides(result.recipe), known, None)
+    findings += check_script_overrides(script, flat_overrides(result.recipe), known_recipe(recipe), None)
     errors = [f for f in findings if f.severity == ERROR]
     if errors:  # never write a launch the target's own rules reject
         raise ValidationFailed("the launch script breaks " + "; ".join(f"{f.rule}: {f.message}" for f in errors),
                                report=Report(findings=errors))
-    for finding in findings:
-        if finding.severity == WARNING:
-            print(f"warning: {finding.message}\n  hint: {finding.hint}", file=sys.stderr)
+    print_warnings(findings)
     return script
 
 
