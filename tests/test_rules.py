@@ -192,6 +192,11 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-recipe-class-unknown", {"recipe": "TrainFinetuneRecipe"}, {"recipe": " TrainEagle3Recipe "}, {}),
     ("am-recipe-class-unknown", {"recipe": {"_target_": "FinetuneRecipeForVlm"}},
      {"recipe": {"_target_": "my_pkg.recipes.MyRecipe"}}, {}),
+    ("am-section-misspelled", {"step_schedular": {"local_batch_size": 2}},
+     {"step_scheduler.local_batch_size": 2, "my_defaults": {"lr": 1e-4}, "_anchors": {}}, {}),
+    ("am-section-misspelled", {"Peft": {"dim": 8}}, {"validation_dataset_squad": {"path": "squad"}}, {}),
+    ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
+    ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
      {"distributed.tp_size": "${AMD_TEST_UNSET_TP,2}"}, {}),
     ("am-r2-env-var", {"checkpoint.checkpoint_dir": "$AMD_TEST_UNSET_DIR/ckpt"},
@@ -277,6 +282,10 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
      {"distributed.strategy": "ddp", "distributed.dp_size": None}, {}),
     ("am-mock-batch-size", {"dataset": {"_target_": MOCK_DATASET, "batch_size": 8}},
      {"dataset": {"_target_": MOCK_DATASET, "batch_size": 1}}, {}),
+    # The benchmarking recipe sets the dataset's batch_size to local_batch_size itself (recipes/llm/benchmark.py).
+    ("am-mock-batch-size", {"dataset": {"_target_": MOCK_DATASET}, "step_scheduler.local_batch_size": 4},
+     {"dataset": {"_target_": MOCK_DATASET}, "step_scheduler.local_batch_size": 4,
+      "recipe": "BenchmarkingRecipeForNextTokenPrediction"}, {}),
     ("am-mock-batch-size", {"dataset": {"_target_": MOCK_DATASET}, "step_scheduler.local_batch_size": 2},
      {"dataset": {"_target_": MOCK_SAMPLES, "batch_size": 8}, "step_scheduler.local_batch_size": 2}, {}),
     ("schema", {"dist_env.backend": 5}, {"dist_env.backend": "nccl"}, {}),
@@ -439,6 +448,35 @@ def test_recipe_classes_are_the_ones_automodel_resolves() -> None:
     from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
 
     assert {name: f"{module}.{name}" for name, module in RECIPE_CLASSES.items()} == _discover_recipe_classes()
+
+
+def test_a_misspelled_section_names_the_one_it_means_at_its_key() -> None:
+    findings = validate_recipe(recipe({"distenv": {"backend": "nccl"}, "Step-Scheduler": {}}), world_size=8).findings
+    by_path = {f.path: f for f in findings if f.rule == "am-section-misspelled"}
+    assert set(by_path) == {"distenv", "Step-Scheduler"}
+    assert "did you mean `dist_env:`?" in by_path["distenv"].message
+    assert "the recipe has a `step_scheduler:` section too" in by_path["Step-Scheduler"].message
+
+
+def test_the_section_table_holds_every_section_automodel_reads() -> None:
+    """Every top-level name AutoModel's recipes read from their whole config (as sections.py says it was
+    gathered) is in READ_SECTIONS, so an AutoModel section is never called a misspelling."""
+    import re
+    from pathlib import Path
+
+    import nemo_automodel
+
+    from automodel_dist.targets.automodel.sections import READ_SECTIONS
+
+    reads = re.compile(r"""self\.(?:cfg|_raw)\.get\(\s*["']([A-Za-z_0-9]+)|self\.cfg\.([A-Za-z_0-9]+)"""
+                       r"""|["']([A-Za-z_0-9]+)["'] in self\.cfg\b""")
+    methods = {"get", "instantiate_path", "raw_config", "set_by_dotted", "to_dict", "to_yaml_dict"}
+    found = set()
+    for source in (Path(nemo_automodel.__file__).parent / "recipes").rglob("*.py"):
+        for match in reads.finditer(source.read_text()):
+            found.add(next(g for g in match.groups() if g))
+    assert len(found) > 40
+    assert found - methods - READ_SECTIONS == set()
 
 
 def test_mock_batch_size_names_both_sizes_and_the_default() -> None:

@@ -37,6 +37,7 @@ from automodel_dist.targets.automodel.config import (
     normalize_activation_checkpointing,
 )
 from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
+from automodel_dist.targets.automodel.sections import misspelled_section
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
@@ -66,6 +67,10 @@ STEP_SCHEDULER_LIMITS = {
     "start_step": (0, False, "start_step must be greater than or equal to 0"),
     "start_epoch": (0, False, "start_epoch must be greater than or equal to 0"),
 }
+# Sets dataset.batch_size to step_scheduler.local_batch_size before it builds anything (recipes/llm/benchmark.py).
+BATCH_INJECTING_RECIPE = "BenchmarkingRecipeForNextTokenPrediction"
+# The recipe module -> the seed its StatefulRNG takes when the recipe has no top-level `seed:` (42 elsewhere).
+SEED_DEFAULTS = {"nemo_automodel.recipes.multimodal.finetune": 4396, "nemo_automodel.recipes.multimodal.pretrain": 4396}
 MULTI_NODE_TIMEOUT_MINUTES = 10
 # Findings after which the recipe cannot be read as a Layout, so layout rules are skipped.
 BLOCKING_RULES = frozenset({r.UNKNOWN_STRATEGY.id, r.AC_VALUE.id})
@@ -76,8 +81,10 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     """Every recipe rule that fires on a resolved recipe `config`, in AutoModel's start-up order."""
     out: list[Finding] = []
     _check_recipe_target(config, out)
+    _check_sections(config, out)
     dist = as_mapping(config.get("distributed"))
     recipe_class = _recipe_class(config)
+    _check_rng(config, recipe_class, out)
     if recipe_class not in DISTRIBUTED_OPTIONAL:
         if "distributed" not in config:
             out.append(r.DISTRIBUTED_MISSING.finding(
@@ -118,7 +125,8 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
-    _check_mock_batch(as_mapping(config.get("dataset")), as_mapping(config.get("step_scheduler")), out)
+    if recipe_class != BATCH_INJECTING_RECIPE:
+        _check_mock_batch(as_mapping(config.get("dataset")), as_mapping(config.get("step_scheduler")), out)
     _check_packing(as_mapping(config.get("packed_sequence")), out)
     _check_checkpoint(as_mapping(config.get("checkpoint")), out)
     _check_dist_env(as_mapping(config.get("dist_env")), world_size, gpus_per_node, out)
@@ -242,6 +250,34 @@ def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
             hint="name one of AutoModel 0.7.0's recipe classes, e.g. TrainFinetuneRecipeForNextTokenPrediction, "
                  "or give your own class's full dotted path", path=path,
             automodel_message=f"Unknown recipe class '{name}'. Available short names:"))
+
+
+def _check_sections(config: Mapping[str, Any], out: list[Finding]) -> None:
+    for key in config:
+        meant = misspelled_section(key) if isinstance(key, str) else None
+        if meant is None:
+            continue
+        present = f"; the recipe has a `{meant}:` section too, which AutoModel reads" if meant in config else ""
+        out.append(r.SECTION_MISSPELLED.finding(
+            f"`{key}:` is not a section AutoModel reads (did you mean `{meant}:`?): it is ignored without a word"
+            f"{present}", path=key, hint=f"rename `{key}:` to `{meant}:`" + (" and merge the two" if present else "")))
+
+
+def _check_rng(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:
+    """`rng: {_target_: StatefulRNG, seed: N}` sits in most of AutoModel's example recipes, but every 0.7.0
+    recipe builds its StatefulRNG from the top-level `seed:` (train_ft.py: `self.cfg.get("seed", 42)`;
+    multimodal/finetune.py: default 4396), so N seeds nothing."""
+    if recipe_class not in RECIPE_CLASSES or recipe_class in DISTRIBUTED_OPTIONAL:
+        return  # a class of the user's own may read rng:; the drafter recipes seed from recipe_args
+    rng_seed = as_mapping(config.get("rng")).get("seed")
+    default = SEED_DEFAULTS.get(RECIPE_CLASSES[recipe_class], 42)
+    seed = config.get("seed", default)
+    if rng_seed is None or rng_seed == seed:
+        return
+    where = "" if "seed" in config else " (its default)"
+    out.append(r.RNG_UNREAD.finding(
+        f"rng.seed={rng_seed} seeds nothing: AutoModel reads no `rng:` section, and this run is seeded from the "
+        f"top-level seed: {seed}{where}", hint=f"set a top-level `seed: {rng_seed}` (and drop rng:)"))
 
 
 def _check_strategy(dist: Mapping[str, Any], out: list[Finding]) -> str | None:

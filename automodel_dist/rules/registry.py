@@ -211,6 +211,13 @@ ENV_VAR = register(
     "am-r2-env-var", WARNING, "",
     "every ${VAR} without a default must be set where the job starts (a warning: the launch environment may "
     "differ from the one validating)", automodel=("R2",))
+SECTION_MISSPELLED = register(
+    "am-section-misspelled", WARNING, "",
+    "a top-level key AutoModel does not read, spelled like a section it does: AutoModel ignores it without a "
+    "word, so the section it meant keeps its defaults")
+RNG_UNREAD = register(
+    "am-rng-unread", WARNING, "rng.seed",
+    "no AutoModel 0.7.0 recipe reads an `rng:` section: they seed from the top-level `seed:` (default 42)")
 DISTRIBUTED_MISSING = register(
     "am-distributed-missing", ERROR, "", "the recipe needs a distributed: section (AutoModel reads cfg.distributed)")
 UNKNOWN_STRATEGY = register(
