@@ -398,3 +398,23 @@ def test_compile_says_nothing_where_the_measured_memory_error_stays_within_the_g
     """AutoModel's peaks follow torchtitan's accounting, measured within -8%..+6%: inside the planner's 10% headroom."""
     code, out, err = run(capsys, "compile", QWEN)
     assert code == 0 and "warning" not in out and "warning" not in err
+
+
+def test_validate_refuses_a_model_the_recipe_does_not_build(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    """--model names what is judged; Megatron-Bridge runs the recipe function's own model, so a --model that
+    builds another network would judge a run that never happens (here: false EP errors for a dense model)."""
+    path = tmp_path / "o.yaml"
+    code, _, _ = run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(path))
+    assert code == 0
+    code, _, err = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--model", "llama-3.1-8b")
+    assert code == 2 and f"--model: {RECIPE} builds qwen3-30b-a3b" in err and "num_layers 32 (48)" in err
+    code, report, _ = run(capsys, "validate", str(path), "--target", "megatron-bridge", "--model",
+                          "Qwen/Qwen3-30B-A3B")  # the recipe's own model, by its Hugging Face id
+    assert code == 0, report
+    reshaped = tmp_path / "r.yaml"  # an override set that reshapes the model: --model describes the result
+    text = path.read_text()
+    assert "\nmodel:\n" in text
+    reshaped.write_text(text.replace("\nmodel:\n", "\nmodel:\n  num_layers: 24  # half the layers\n", 1))
+    code, _, err = run(capsys, "validate", str(reshaped), "--target", "megatron-bridge", "--model", "llama-3.1-8b")
+    assert "builds qwen3-30b-a3b" not in err

@@ -161,19 +161,29 @@ def model_for_recipe(recipe: str) -> ModelSpec | None:
     return resolve_model(preset) if preset else None
 
 
-def refuse_another_model(model: ModelSpec, recipe: str, where: str) -> None:
-    """An override set trains the model its recipe function builds: an intent whose model differs from it (a preset
-    with architecture fields changed) would be planned for one model and run with another, so it is refused."""
+# The Megatron model fields that change its architecture: an override set that sets one trains a reshaped model.
+ARCHITECTURE_KEYS = frozenset(f"model.{key}" for key in (
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+    "num_moe_experts", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_router_topk",
+    "moe_layer_freq", "vocab_size", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+    "v_head_dim", "share_embeddings_and_output_weights", "mtp_num_layers"))
+
+
+def refuse_another_model(model: ModelSpec, recipe: str, where: str, *, named: str = "the intent's model",
+                         hint: str | None = None) -> None:
+    """An override set trains the model its recipe function builds: a model that differs from it (a preset with
+    architecture fields changed, another model) would be planned or judged as one model and run as another, so it
+    is refused (InputError at `where`)."""
     built = model_for_recipe(recipe)
     if built is None:
         return
     changed = architecture_changes(model, built)
     if changed:
-        raise InputError(f"{recipe} builds {one_line(built.name)} as Megatron-Bridge ships it, and the intent's model "
+        raise InputError(f"{recipe} builds {one_line(built.name)} as Megatron-Bridge ships it, and {named} "
                          f"differs in {', '.join(changed)} (the recipe's in brackets): the override set would train "
                          "the recipe's model, not this one", where=where,
-                         hint=f"drop the changed fields from model: (compile {built.name} as it is), or compile for "
-                              "--target automodel, which builds the model from its config")
+                         hint=hint or f"drop the changed fields from model: (compile {built.name} as it is), or "
+                                      "compile for --target automodel, which builds the model from its config")
 
 
 def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
@@ -315,6 +325,11 @@ def validate_overrides(source: str | Path | Mapping[str, Any] | Sequence[str], *
     refuse_a_misspelled_recipe(recipe, f"{read.filename}:{read.header_line}:1" if read.written_for == recipe
                                else "--recipe")
     spec = resolve_model(model, where="--model") if model is not None else model_for_recipe(recipe)
+    if model is not None and not ARCHITECTURE_KEYS & set(read.flat):
+        refuse_another_model(spec, recipe, "--model", named=f"--model {one_line(str(model))}",
+                             hint="drop --model: the recipe function's own model is judged (--model describes a model "
+                                  "the overrides reshape with model.num_layers and the like, or a recipe this tool "
+                                  "does not know)")
     gpu_spec = resolve_gpu(gpu, where="--gpu")
     cluster = None
     if gpu_spec is not None:
