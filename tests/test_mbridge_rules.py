@@ -66,6 +66,8 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
         **LLAMA_8B.__dict__, "name": "custom-48-heads", "num_attention_heads": 48, "num_key_value_heads": 4})}),
     ("mb-ep-needs-moe", mb(ep=8), mb(), {"model": LLAMA_8B}),
     ("mb-ep-divides-experts", mb(48, ep=48, global_batch_size=1536), mb(32, ep=32), Q),
+    # GPT-OSS (36 layers, 128 experts, biased expert linears): Megatron asserts ETP 1; the same TP2 EP8 passes.
+    ("mb-moe-bias-etp", mb(16, tp=2, ep=8, etp=2), mb(16, tp=2, ep=8), {"model": resolve_model("gpt-oss-120b")}),
     ("mb-pp-divides-layers", mb(20, pp=5), mb(16, pp=4), Q),
     ("mb-vpp-divides-stage-layers", mb(16, pp=2, vpp=5), mb(16, pp=2, vpp=4), Q),
     ("mb-pipeline-layout", mb(64, S(pipeline_layout="Et*3|(tt|)*28m|L", mtp_num_layers=1), pp=8, vpp=4),

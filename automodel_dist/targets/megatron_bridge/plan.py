@@ -68,8 +68,9 @@ class MegatronSpace(Enumerator):
         """(ep, etp): expert tensor parallelism up to the dense TP (an expert split no wider than the
         attention's, inside its NVLink group); EP x ETP must divide a stage's ranks."""
         stage = self.W // pp
+        split = self.divisors(tp) if not self.p.model.mlp_bias else [1]  # biased experts: ETP 1 (mb-moe-bias-etp)
         return [(ep, etp) for ep in self.eps(strategy, pp)
-                for etp in (self.divisors(tp) if ep > 1 else [1]) if stage % (ep * etp) == 0]
+                for etp in (split if ep > 1 else [1]) if stage % (ep * etp) == 0]
 
     def dprs(self, strategy: str, tp: int, cp: int, dp: int) -> list[int]:
         return [1]

@@ -63,6 +63,8 @@ TP_GROUPS = _rule("mb-tp-query-groups", ERROR, "tp", "the query groups must be a
                   needs=("model",))
 EP_NEEDS_MOE = _rule("mb-ep-needs-moe", ERROR, "ep", "EP > 1 needs an MoE model", needs=("model",))
 EP_EXPERTS = _rule("mb-ep-divides-experts", ERROR, "ep", "EP must divide the routed experts", needs=("model",))
+MOE_BIAS_ETP = _rule("mb-moe-bias-etp", ERROR, "etp",
+                     "an MoE model with linear biases (GPT-OSS: add_bias_linear) needs expert TP 1", needs=("model",))
 PACKED_MBS = _rule("mb-packed-micro-batch", ERROR, "micro_batch_size",
                    "with packed sequences the micro batch is 1 (one packed sequence)")
 GBS = _rule("mb-gbs-divisible", ERROR, "global_batch_size",
@@ -319,6 +321,11 @@ def _model_sizes(c: Context) -> list[Finding]:
         out.append(EP_EXPERTS.finding(
             f"num_moe_experts={m.num_routed_experts} must be divisible by expert_model_parallel_size={lay.ep}",
             hint=f"EP from: {listing(divisors(m.num_routed_experts))}"))
+    if m.is_moe and m.mlp_bias and lay.etp != 1:
+        out.append(MOE_BIAS_ETP.finding(
+            "Bias in Moe is only supported when ETP==1",
+            hint=f"set model.expert_tensor_parallel_size=1 (the experts are split by EP alone; "
+                 f"expert_tensor_parallel_size={lay.etp} splits each expert's biased linears)"))
     if c.s.pipeline_layout is None and lay.pp > 1:
         out += _stage_split(lay, m.num_layers, c.s)
     return out
