@@ -38,15 +38,14 @@ def ep_group_in_domain(ep: int, domain: int, world_size: int) -> bool:
     return ep <= 1 or world_size <= domain or (ep <= domain and domain % ep == 0)
 
 
-def dispatcher_runs_on(dispatcher: str, gpu: GpuSpec, gpus_per_node: int) -> bool:
+def dispatcher_runs_on(dispatcher: str, gpu: GpuSpec) -> bool:
     """Whether DeepEP / HybridEP kernels run on this GPU (other dispatchers: always).
 
     DeepEP: compute capability 8.x/9.x, and B200/B300 nodes but not GB200/GB300 racks; HybridEP: 8.x-10.x.
     """
     major = capability_major(gpu.compute_capability)
     if dispatcher == "deepep":
-        rack_scale = gpu.nvlink_domain > gpus_per_node
-        return major in (8, 9) or (major == 10 and not rack_scale and "gb" not in gpu.name.lower())
+        return major in (8, 9) or (major == 10 and not gpu.rack_scale and "gb" not in gpu.name.lower())
     if dispatcher == "hybridep":
         return major in (8, 9, 10)
     return True
@@ -62,13 +61,12 @@ def choose_dispatcher(model: ModelSpec, cluster: ClusterSpec, ep: int) -> Dispat
     if ep <= 1:
         return DispatcherChoice("torch", "no expert parallelism: experts are FSDP-sharded, no token exchange")
     gpu = cluster.gpu
-    rack_scale = gpu.nvlink_domain > cluster.gpus_per_node
-    deepep_ok = dispatcher_runs_on("deepep", gpu, cluster.gpus_per_node)
-    hybridep_ok = dispatcher_runs_on("hybridep", gpu, cluster.gpus_per_node)
+    deepep_ok = dispatcher_runs_on("deepep", gpu)
+    hybridep_ok = dispatcher_runs_on("hybridep", gpu)
     in_domain = ep_group_in_domain(ep, cluster.nvlink_domain, cluster.world_size)
     if gpu.nvlink_domain <= 1 or not hybridep_ok:
         return DispatcherChoice("torch", f"{gpu.name} has no NVLink-capable DeepEP/HybridEP support")
-    if rack_scale:
+    if gpu.rack_scale:
         return DispatcherChoice("hybridep", f"NVL{gpu.nvlink_domain} rack: HybridEP is the topology-aware "
                                 "dispatcher for rack-scale NVLink (DeepEP does not run on it)")
     if in_domain:

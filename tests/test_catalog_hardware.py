@@ -4,6 +4,8 @@ clearly."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from automodel_dist.catalog.hardware import HARDWARE_DIR, get_gpu, gpu_presets, list_gpus
@@ -65,6 +67,24 @@ def test_node_shapes() -> None:
     rack = ClusterSpec(get_gpu("gb200-nvl72"), nodes=18, gpus_per_node=4)
     assert rack.nvlink_domain == 72
     assert ClusterSpec(get_gpu("h100-80gb"), nodes=4, gpus_per_node=8).nvlink_domain == 8
+    # 4 GPUs of each 8-GPU HGX node: the other 4 ranks of a group of 8 are on another node, over the network;
+    # 4 GPUs of each GB200 tray: the rack's NVLink still joins 72 of them.
+    assert ClusterSpec(get_gpu("h100-80gb"), nodes=4, gpus_per_node=4).nvlink_domain == 4
+    assert ClusterSpec(get_gpu("gb200-nvl72"), nodes=4, gpus_per_node=4).nvlink_domain == 16
+    assert not get_gpu("h100-80gb").rack_scale and get_gpu("gb200-nvl72").rack_scale
+
+
+def test_a_partial_hgx_node_plans_tp_and_ep_inside_it(tmp_path: Path) -> None:
+    """4 GPUs per H100 node: TP stays inside the 4, and an EP group of 8 is told it crosses the NVLink domain
+    (the dispatcher is DeepEP's internode path, not the rack-scale HybridEP)."""
+    from automodel_dist.compiler import compile_intent
+
+    intent = tmp_path / "i.yaml"
+    intent.write_text("model: Qwen/Qwen3-30B-A3B\nhardware: {gpu: h100-80gb, nodes: 4, gpus_per_node: 4}\n"
+                      "training: {task: sft, seq_length: 4096, global_batch_size: 256}\nparallelism: {ep: 8}\n")
+    text = compile_intent(intent).yaml
+    assert "dispatcher: deepep" in text and "crosses the 4-GPU NVLink domain" in text
+    assert "NVL8 rack" not in text
 
 
 def test_fp8_on_a100_is_an_input_error() -> None:

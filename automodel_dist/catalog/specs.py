@@ -114,6 +114,11 @@ class GpuSpec:
     hbm_tbps: float = 0.0  # HBM bandwidth, TB/s (memory-bound work: permutes, norms, activations)
 
     @property
+    def rack_scale(self) -> bool:
+        """Whether NVLink joins GPUs of several nodes (an NVL72 rack), not only of one (an HGX node)."""
+        return self.nvlink_domain > self.gpus_per_node
+
+    @property
     def supports_fp8(self) -> bool:
         """FP8 tensor cores exist from Hopper (compute capability 8.9) on; A100 has none (tflops_fp8 0)."""
         return self.tflops_fp8 > 0
@@ -144,9 +149,10 @@ class ClusterSpec:
 
     @property
     def nvlink_domain(self) -> int:
-        """GPUs that share NVLink: the node, or a whole NVL72 rack (never more than the world)."""
-        return nvlink_domain_size(self.gpu.nvlink_domain, gpus_per_node=self.gpus_per_node,
-                                  world_size=self.world_size)
+        """GPUs that share NVLink: the job's node, or a whole NVL72 rack (never more than the world). A job
+        that takes 4 GPUs of each 8-GPU HGX node reaches its other ranks over the network."""
+        return nvlink_domain_size(self.gpu.nvlink_domain if self.gpu.rack_scale else None,
+                                  gpus_per_node=self.gpus_per_node, world_size=self.world_size)
 
 
 # ModelSpec fields that name or describe a model, not its architecture

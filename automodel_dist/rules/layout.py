@@ -440,7 +440,7 @@ def _check_topology(layout: Layout, cluster: ClusterSpec, model: ModelSpec | Non
     # A GPU without a compute capability is validate's nominal one (no --gpu): nothing to judge DeepEP by.
     known_gpu = capability_major(gpu.compute_capability) > 0
     if (layout.ep > 1 and layout.dispatcher == "deepep" and known_gpu
-            and not dispatcher_runs_on("deepep", gpu, node)):
+            and not dispatcher_runs_on("deepep", gpu)):
         out.append(r.DISPATCHER_GPU.finding(
             f"dispatcher deepep on {gpu.name}: DeepEP's kernels do not run on NVL{gpu.nvlink_domain} racks",
             hint="set model.backend.dispatcher: hybridep (the rack-scale NVLink dispatcher)"))

@@ -513,8 +513,8 @@ def flex_refusal(backend: str, cluster: ClusterSpec) -> str | None:
     gpu = cluster.gpu
     major = capability_major(gpu.compute_capability)
     name = gpu.name.lower()
-    rack = gpu.nvlink_domain > gpu.gpus_per_node
-    if backend == "deepep" and not (major in (8, 9) or (major == 10 and not rack and not name.startswith("gb"))):
+    if backend == "deepep" and not (major in (8, 9) or (major == 10 and not gpu.rack_scale
+                                                      and not name.startswith("gb"))):
         return f"DeepEP is supported for Ampere, Hopper, and Blackwell (B200/B300) GPUs. Current GPU: {gpu.name}"
     if backend == "hybridep" and major not in (8, 9, 10):
         return "HybridEP is supported for GB200, GB300 with NVL72 and for Ampere, Hopper, B200 and B300 GPUs"
