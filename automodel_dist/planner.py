@@ -290,6 +290,8 @@ class Enumerator:
     def pps(self, strategy: str, tp: int) -> list[int]:
         layers = self.p.model.num_layers
         natural = [d for d in self.divisors(self.W // tp) if d <= layers] if strategy == "fsdp2" else [1]
+        if self.p.pins.micro_batch_size is not None:  # it pins the pipeline's micro batch: a pipeline it is
+            natural = [d for d in natural if d > 1]
         return _pinned(self.p.pins.pp, natural)
 
     def cps(self, strategy: str, tp: int, pp: int) -> list[int]:
@@ -460,7 +462,7 @@ class Enumerator:
         if not batches:  # no batch split divides the global batch: let the rules say why
             pins = self.p.pins
             lbs = min(pins.local_batch_size or (1,))
-            mbs = min(pins.micro_batch_size or (lbs,)) if base["pp"] > 1 else lbs
+            mbs = min(pins.micro_batch_size or (lbs,))  # a pinned micro batch is judged as pinned, at any PP
             self.judge(self.make(base, lbs, mbs))
             return _Misses()
         gbs = self.p.training.global_batch_size

@@ -196,3 +196,13 @@ def test_a_world_where_nothing_fits_says_the_same() -> None:
     assert_bounded_is_exhaustive(prob)
     with pytest.raises(InfeasibleError):
         plan(prob, check=check_planned, estimate=estimate_planned, screen=screen_planned, space=MegatronSpace)
+
+
+def test_a_micro_batch_pin_holds_where_the_data_parallel_size_leaves_no_room_for_it() -> None:
+    """16 samples on 16 GPUs: at DP 16 each rank holds one sample, so a micro batch of 4 needs TP4 DP4 (or another
+    split of 4 samples per rank); the layout that would silently train micro batches of 1 is not taken."""
+    text = ("model: llama-3.1-8b\nhardware: {gpu: h100-80gb, nodes: 2}\nparallelism: {micro_batch_size: 4}\n"
+            "training: {task: pretrain, seq_length: 4096, global_batch_size: 16, packed_sequences: false}\n")
+    best = plan(_megatron_problem(text, ())[1], check=check_planned, estimate=estimate_planned, screen=screen_planned,
+                space=MegatronSpace).best.layout
+    assert best.micro_batch_size == 4 and best.world_size // (best.tp * best.pp * best.cp) == 4

@@ -645,14 +645,17 @@ def test_a_memory_bound_verdict_says_which_cp_shards_the_remedies_searched() -> 
             f"searched (with at least {MIN_CP_TOKENS} tokens per CP rank)") in str(err.value)
 
 
-def test_a_micro_batch_pin_binds_pipeline_layouts_only() -> None:
+def test_a_micro_batch_pin_implies_a_pipeline() -> None:
+    """The pin is AutoModel's pipeline micro batch: a layout without a pipeline would drop it without a word."""
     pins = {"micro_batch_size": 1, "local_batch_size": 4, "tp": 1, "cp": 1, "ep": 8, "dp_replicate": 1}
     found = search(problem_of(intent(parallelism=pins)))
-    by_pp = {c.layout.pp > 1 for c in found.candidates}
-    assert by_pp == {False, True}
+    assert found.candidates
     for c in found.candidates:
         lay = c.layout
-        assert lay.local_batch_size == 4 and lay.micro_batch_size == (1 if lay.pp > 1 else 4)
+        assert lay.pp > 1 and lay.local_batch_size == 4 and lay.micro_batch_size == 1
+    dense = plan(problem_of(intent(model="meta-llama/Llama-3.1-8B", seq_length=8192, global_batch_size=128,
+                                   parallelism={"micro_batch_size": 4})))
+    assert dense.best.layout.pp > 1 and dense.best.layout.micro_batch_size == 4
 
 
 def test_a_virtual_stage_pin_implies_a_pipeline() -> None:
