@@ -166,7 +166,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             raise InputError("--target megatron-bridge needs --recipe, the recipe function the overrides apply to "
                              "(the file has no `# recipe: NAME` header line)",
                              hint="e.g. --recipe deepseek_v3_pretrain_config")
-        nodes, gpus_per_node = _world(args, text)
+        nodes, gpus_per_node = _world(args, text, args.recipe[0])
         report = validate_recipe(Path(args.recipe[0]), world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
                                  model=args.model, gpu=_gpu(args, text, args.recipe[0]),
                                  sbatch=Path(args.sbatch) if args.sbatch else None,
@@ -200,14 +200,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return worst
 
 
-def _world(args: argparse.Namespace, text: str) -> tuple[int, int]:
-    """(nodes, GPUs per node): the flags', else the file's `# world: N x G` header line's, else 1 x 8."""
-    from automodel_dist.validate import header_world
+def _world(args: argparse.Namespace, text: str, path: str) -> tuple[int, int]:
+    """(nodes, GPUs per node): each from its flag, else from the file's `# world: N x G` header line, else 1 x 8."""
+    from automodel_dist.validate import stated_world
 
-    nodes, gpus_per_node = args.nodes, args.gpus_per_node
-    if nodes is None and gpus_per_node is None:
-        nodes, gpus_per_node = header_world(text) or (None, None)
-    return nodes or 1, gpus_per_node or 8
+    return stated_world(args.nodes, args.gpus_per_node, text, path) or (1, 8)
 
 
 def _gpu(args: argparse.Namespace, text: str, path: str) -> Any:
@@ -229,7 +226,7 @@ def _validate_one(args: argparse.Namespace, recipe: str) -> Report:
     from automodel_dist.yamlio import read_text_file
 
     text = read_text_file(recipe, what="recipe file", expected="the path of a .yaml file")
-    nodes, gpus_per_node = _world(args, text)
+    nodes, gpus_per_node = _world(args, text, recipe)
     return validate_recipe(recipe, world_size=nodes * gpus_per_node, gpus_per_node=gpus_per_node,
                            model=args.model, gpu=_gpu(args, text, recipe),
                            sbatch=Path(args.sbatch) if args.sbatch else None)

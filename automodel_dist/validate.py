@@ -164,7 +164,8 @@ def duplicate_key_findings(doc: Document, rule: r.Rule = r.SCHEMA, *, severity: 
             for dup in doc.duplicate_keys]
 
 
-_WORLD_HEADER = re.compile(r"^#\s*world:\s*(\d+)\s*x\s*(\d+)\s*$")
+_WORLD_HEADER = re.compile(r"^#\s*world\s*:(.*)$", re.IGNORECASE)
+_WORLD_VALUE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:#.*)?$")
 
 
 _RECIPE_HEADER = re.compile(r"^#\s*recipe:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
@@ -183,8 +184,10 @@ def _header_match(text: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[st
     return None
 
 
-def header_world(text: str) -> tuple[int, int] | None:
-    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe.
+def header_world(text: str, path: str = "<recipe>") -> tuple[int, int, int] | None:
+    """(nodes, GPUs per node, 1-based line) from a `# world: NODES x GPUS` line in the comments that open a
+    recipe; a `# world:` line that says something else is bad input at that line (a silent 1 x 8 would judge
+    the recipe on another world than the one it states).
 
     A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
     `compile` writes the line into every recipe's header (and every Megatron-Bridge override set's).
@@ -192,9 +195,23 @@ def header_world(text: str) -> tuple[int, int] | None:
     found = _header_match(text, _WORLD_HEADER)
     if found is None:
         return None
-    _, match = found
-    nodes, gpus = int(match[1]), int(match[2])
-    return (nodes, gpus) if nodes > 0 and gpus > 0 else None
+    line, match = found
+    value = _WORLD_VALUE.match(match[1])
+    if value is None or int(value[1]) < 1 or int(value[2]) < 1:
+        raise InputError(f"the `# world:` header line says {match[1].strip()!r}, not NODES x GPUS_PER_NODE "
+                         "(both at least 1)", where=f"{path}:{line}:1",
+                         hint="write e.g. `# world: 2 x 8`, or pass --nodes and --gpus-per-node")
+    return int(value[1]), int(value[2]), line
+
+
+def stated_world(nodes: int | None, gpus_per_node: int | None, text: str, path: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node): each from its flag, else from the file's `# world:` header line, else 1 and 8;
+    None when neither flag nor header says anything."""
+    header = header_world(text, path) if nodes is None or gpus_per_node is None else None
+    if header is None and nodes is None and gpus_per_node is None:
+        return None
+    header_nodes, header_gpus = header[:2] if header else (1, 8)
+    return nodes or header_nodes, gpus_per_node or header_gpus
 
 
 def _header_value(text: str, pattern: re.Pattern[str]) -> tuple[str, int] | None:

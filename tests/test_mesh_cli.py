@@ -111,6 +111,20 @@ def test_recipe_needs_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "needs --nodes" in err and "Traceback" not in err
 
 
+def test_a_recipe_header_states_the_world_as_validate_reads_it(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`# world: 2 x 4` is 8 ranks of 4 per node; a flag replaces its own half only."""
+    recipe = write(tmp_path, "# world: 2 x 4\n" + RECIPE.format(tp=1, ep=1))
+    code, out, _ = run(["dry-run", recipe, "--format", "json"], capsys)
+    report = json.loads(out)
+    assert code == 0 and (report["world_size"], report["gpus_per_node"]) == (8, 4)
+    code, out, _ = run(["dry-run", recipe, "--nodes", "4", "--format", "json"], capsys)
+    assert code == 0 and (json.loads(out)["world_size"], json.loads(out)["gpus_per_node"]) == (16, 4)
+    bad = write(tmp_path, "# World: 2 nodes\n" + RECIPE.format(tp=1, ep=1), name="bad.yaml")
+    code, _, err = run(["dry-run", bad], capsys)
+    assert code == 2 and "bad.yaml:1:1: the `# world:` header line says '2 nodes'" in err
+
+
 def test_rank_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["dry-run", write(tmp_path, RECIPE.format(tp=1, ep=1)), "--nodes", "2", "--rank", "16"],
                          capsys)

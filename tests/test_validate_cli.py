@@ -158,6 +158,7 @@ BAD_INPUTS = {
     "distributed is a list": ("recipe: X\ndistributed: [fsdp2]\n", "distributed must be a mapping"),
     "size of wrong type": ("recipe: X\ndistributed:\n  tp_size: two\n", "tp_size must be a positive integer"),
     "negative size": ("recipe: X\ndistributed:\n  tp_size: -2\n", "tp_size must be a positive integer"),
+    "true size": ("recipe: X\ndistributed:\n  tp_size: true\n", "AutoModel passes True into the device mesh's shape"),
     "negative dp_size": ("recipe: X\ndistributed:\n  dp_size: -4\n", "dp_size must be a positive integer"),
     "zero pp microbatch": ("recipe: X\ndistributed:\n  pp_size: 2\n  pipeline:\n    pp_microbatch_size: 0\n",
                            "pp_microbatch_size must be a positive integer"),
@@ -285,12 +286,25 @@ EP16 = "recipe: TrainFinetuneRecipeForNextTokenPrediction\ndistributed:\n  strat
     ("# world: 2 x 8\n", ["--nodes", "1"], False),        # flags win over the header
     ("# a comment\n#world: 4 x 4\n", [], True),           # anywhere in the opening comments
     ("seed: 1\n# world: 2 x 8\n", [], False),             # after the first key it is just a comment
+    ("# world: 4 x 4\n", ["--nodes", "4"], True),        # a flag replaces its own half: 4 x 4 still
+    ("# world: 2 x 16\n", ["--gpus-per-node", "8"], True),  # 2 x 8
+    ("# world: 4 x 4\n", ["--gpus-per-node", "2"], False),  # 4 x 2: ep 16 does not divide 8
+    ("# World: 2 x 8  # two nodes\n", [], True),          # any case, a comment after it
 ])
 def test_validate_reads_the_world_from_the_recipe_header(tmp_path: Path, header: str, flags: list[str],
                                                          ok: bool) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(header + EP16, encoding="utf-8")
     assert main(["validate", str(recipe), *flags]) == (0 if ok else 1)
+
+
+@pytest.mark.parametrize("header", ["# world: 0 x 8\n", "# world: two nodes\n", "# world: 2x\n"])
+def test_a_world_header_that_says_something_else_is_bad_input(tmp_path: Path, header: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("# a recipe\n" + header + EP16, encoding="utf-8")
+    assert main(["validate", str(recipe)]) == 2
+    assert f"{recipe}:2:1: the `# world:` header line says" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("header", "flags", "judged"), [

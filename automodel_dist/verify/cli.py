@@ -9,14 +9,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist.errors import InputError
-from automodel_dist.validate import refuse_megatron_overrides
+from automodel_dist.validate import refuse_megatron_overrides, stated_world
 from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
-from automodel_dist.yamlio import Document, load_document
+from automodel_dist.yamlio import Document, load_document, source_text
 
 if TYPE_CHECKING:
     from automodel_dist.compiler import CompileResult
-
-DEFAULT_GPUS_PER_NODE = 8
 
 
 def is_intent(data: Any) -> bool:
@@ -31,13 +29,16 @@ def _check_rank(rank: int, world_size: int) -> None:
 
 
 def _recipe_world(args: argparse.Namespace) -> tuple[int, int]:
-    """(world size, GPUs per node) of a recipe: it does not say, so --nodes must."""
-    if args.nodes is None:
-        raise InputError("a recipe does not say how many GPUs it runs on, so dry-run needs --nodes",
-                         where=str(args.source),
+    """(world size, GPUs per node) of a recipe: the flags', else its `# world: N x G` header line's (as validate
+    reads it); a recipe that says neither needs --nodes."""
+    text, _ = source_text(args.source, what="dry-run input")
+    stated = stated_world(args.nodes, args.gpus_per_node, text, str(args.source))
+    if stated is None:
+        raise InputError("the recipe does not say how many GPUs it runs on (no `# world: N x G` header line), so "
+                         "dry-run needs --nodes", where=str(args.source),
                          hint="add --nodes N (and --gpus-per-node G when nodes do not have 8 GPUs)")
-    gpus_per_node = args.gpus_per_node or DEFAULT_GPUS_PER_NODE
-    return args.nodes * gpus_per_node, gpus_per_node
+    nodes, gpus_per_node = stated
+    return nodes * gpus_per_node, gpus_per_node
 
 
 def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:

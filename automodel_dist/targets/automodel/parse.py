@@ -156,8 +156,11 @@ def _size(dist: Mapping[str, Any], key: str) -> int:
     if value is None:
         return 1
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        # mesh_utils._degree: a positive int as is, anything else 1, but True is an int > 0 and reaches the mesh
+        outcome = ("AutoModel passes True into the device mesh's shape and fails (\"sizes (True,) and strides (1,) "
+                   "don't match\")" if value is True else f"AutoModel silently reads {value!r} as 1")
         raise RecipeValueError(f"distributed.{key}", f"{key} must be a positive integer or null, got {value!r}",
-                               f"use an integer >= 1 (null means 1); AutoModel silently reads {value!r} as 1")
+                               f"use an integer >= 1 (null means 1); {outcome}")
     return value
 
 
