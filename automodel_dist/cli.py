@@ -53,11 +53,9 @@ def _aliased(aliases: dict[str, str]) -> Callable[[str], str]:
     return lambda text: aliases.get(text, text)
 
 
-def _warn_of_memory_risk(result: CompileResult) -> None:
-    """Say on stderr when the measured memory error of runs like the winner could take its peak past the GPU's
-    memory (the recipe's header says it too): the plan holds only within the intent's headroom."""
-    warning = result.memory_warning()
-    if warning is not None:
+def _print_compile_warnings(result: CompileResult) -> None:
+    """Say on stderr what the written file's header warns of (a memory risk, fp8 trained as bf16)."""
+    for warning in result.warnings():
         print(printable(f"automodel-dist compile: warning: {warning}"), file=sys.stderr)
 
 
@@ -71,7 +69,7 @@ def _compile_megatron(args: argparse.Namespace) -> int:
                          "yaml format", hint="add -o run/overrides.yaml and drop --format")
     out = None if args.output is None else output_path(args.output)
     result = compile_megatron(args.intent, args.overrides)
-    _warn_of_memory_risk(result)
+    _print_compile_warnings(result)
     if args.format == "json":
         text = json.dumps(result.to_json(), indent=2) + "\n"
     elif args.format == "hydra":
@@ -107,7 +105,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                          hint="add -o run/recipe.yaml")
     out = None if args.output is None else output_path(args.output)
     result = compile_intent(args.intent, args.overrides)
-    _warn_of_memory_risk(result)
+    _print_compile_warnings(result)
     text = json.dumps(result.to_json(), indent=2) + "\n" if args.format == "json" else result.yaml
     if out is None:
         _print(text)

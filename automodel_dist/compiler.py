@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from automodel_dist.compile_warnings import compile_warnings
 from automodel_dist.cost.estimate import Estimate
-from automodel_dist.cost.profiles import parameters
 from automodel_dist.errors import InputError, ValidationFailed
 from automodel_dist.findings import ERROR, Finding, Report
 from automodel_dist.intent import Intent, load_intent, resolve_intent
@@ -100,11 +100,9 @@ class CompileResult:
         notes = {mode: space.ac_left_out(self.layout.strategy, mode) for mode in AC_MODES}
         return {mode: note for mode, note in notes.items() if note is not None}
 
-    def memory_warning(self) -> str | None:
-        """What the measured memory error of runs like the winner says where it could take the winner's peak past
-        the GPU's memory (`Parameters.memory_warning`)."""
-        return parameters().memory_warning(getattr(self, "framework", "automodel"), self.problem.model.is_moe,
-                                           self.estimate.memory_gib, self.problem.cluster.gpu.hbm_gib)
+    def warnings(self) -> list[str]:
+        """What the file's header warns of (`compile_warnings`), for compile to say on stderr too."""
+        return compile_warnings(self.problem, self.estimate, getattr(self, "framework", "automodel"))
 
     def rank_plan(self) -> MeshPlan:
         """The winner's rank groups, as the stack lays them out (the rank map)."""

@@ -418,3 +418,17 @@ def test_validate_refuses_a_model_the_recipe_does_not_build(capsys: pytest.Captu
     reshaped.write_text(text.replace("\nmodel:\n", "\nmodel:\n  num_layers: 24  # half the layers\n", 1))
     code, _, err = run(capsys, "validate", str(reshaped), "--target", "megatron-bridge", "--model", "llama-3.1-8b")
     assert "builds qwen3-30b-a3b" not in err
+
+
+@pytest.mark.parametrize("target", ["automodel", "megatron-bridge"])
+def test_fp8_on_a_gpu_without_it_is_a_warning_in_the_file_and_on_stderr(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path, target: str) -> None:
+    intent = tmp_path / "i.yaml"
+    intent.write_text("model: llama-3.1-8b\nhardware: {gpu: a100-80gb}\n"
+                      "training: {task: pretrain, seq_length: 4096, global_batch_size: 512, precision: fp8}\n")
+    said = "precision fp8 was asked for, but a100-80gb has no FP8 tensor cores: this file trains in bf16"
+    code, out, err = run(capsys, "compile", str(intent), "--target", target)
+    assert code == 0 and f"# warning: {said}\n" in out and f"warning: {said}\n" in err
+    intent.write_text(intent.read_text().replace("a100-80gb", "h100-80gb"))  # the neighbour with FP8: no word
+    code, out, err = run(capsys, "compile", str(intent), "--target", target)
+    assert code == 0 and "precision fp8 was asked for" not in out + err

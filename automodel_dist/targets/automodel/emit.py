@@ -18,10 +18,10 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 
 from automodel_dist.catalog.specs import ClusterSpec, architecture_changes
+from automodel_dist.compile_warnings import compile_warnings
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import AUTOMODEL_DEFAULTS, BF16
 from automodel_dist.cost.model import planned_options
-from automodel_dist.cost.profiles import parameters
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.errors import InputError
 from automodel_dist.layout import FLEX_DISPATCHERS, Layout, ac_mode
@@ -365,7 +365,6 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
     limit = memory_limit_gib(problem, estimate)
     gpu = one_line(cluster.gpu.name)  # user text in a comment: escaped onto its line (textsafe)
     framework = (problem.recipe_options or AUTOMODEL_DEFAULTS).framework  # `planned_options` changes only the sync
-    warning = parameters().memory_warning(framework, model.is_moe, estimate.memory_gib, estimate.hbm_gib)
     return "\n".join([
         f"{RECIPE_MARKER}: {one_line(model.name)} ({kind}, {model.num_layers} layers)",
         f"on {cluster.nodes} node(s) x {cluster.gpus_per_node} {gpu} ({cluster.world_size} GPUs); "
@@ -376,11 +375,9 @@ def header(problem: Problem, layout: Layout, estimate: Estimate) -> str:
         f"layout: {layout.short()}",
         f"predicted peak memory: {estimate.memory_gib:.1f} GiB of {estimate.hbm_gib:g} GiB on the most loaded "
         f"rank (limit {limit:.1f} GiB with {problem.memory_headroom:.0%} headroom)",
-        *([f"warning: {warning}"] if warning else []),
+        *[f"warning: {warning}" for warning in compile_warnings(problem, estimate, framework)],
         f"predicted throughput: {estimate.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, {estimate.tflops_per_gpu:.0f} "
         f"TFLOP/s/GPU (MFU {estimate.mfu:.0%}), step {estimate.step_time_s:.2f} s, bound by {estimate.bound}",
-        *([f"precision fp8 was asked for, but {gpu} has no FP8 tensor cores: this recipe trains "
-           "in bf16"] if training.precision == "fp8" and not runs_fp8(problem) else []),
         "values the compiler chose carry a comment saying why; PLACEHOLDER sections are yours to replace",
         f"schema: {load_schema(RECIPE_SCHEMA)['$id']} (`automodel-dist schema --write DIR` for editors)",
     ])

@@ -17,6 +17,7 @@ from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.specs import ClusterSpec, GpuSpec, ModelSpec, architecture_changes
+from automodel_dist.compile_warnings import compile_warnings
 from automodel_dist.compiler import (
     CompileResult,
     Source,
@@ -28,7 +29,6 @@ from automodel_dist.compiler import (
 from automodel_dist.cost.estimate import Estimate
 from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
-from automodel_dist.cost.profiles import parameters
 from automodel_dist.errors import InputError
 from automodel_dist.findings import ERROR, Finding, Report, locate_all
 from automodel_dist.intent import Intent, load_intent, resolve_intent
@@ -201,8 +201,6 @@ def _identity(problem: Problem, recipe: str, command: str) -> list[str]:
 def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe: str,
             env: Iterable[tuple[str, str, str]]) -> str:
     lay = override.layout
-    warning = parameters().memory_warning(FRAMEWORK, problem.model.is_moe, estimate.memory_gib,
-                                          problem.cluster.gpu.hbm_gib)
     lines = [
         *_identity(problem, recipe, "compile --target megatron-bridge"),
         f"# layout: {lay.short()}  (dp {lay.dp}, expert dp {lay.ep_shard}, minimum GPUs "
@@ -210,7 +208,7 @@ def _header(problem: Problem, override: OverrideSet, estimate: Estimate, recipe:
         f"# predicted: {estimate.memory_gib:.1f} GiB peak of {memory_limit_gib(problem, estimate):.1f} GiB usable, "
         f"{estimate.tflops_per_gpu:.0f} TFLOP/s/GPU as its log counts them, {estimate.tokens_per_s_per_gpu:,.0f} "
         "tokens/s/GPU (Megatron cost profile)",
-        *([f"# warning: {warning}"] if warning else []),
+        *[f"# warning: {warning}" for warning in compile_warnings(problem, estimate, FRAMEWORK)],
         "# environment (the launch script exports these):",
         *[f"#   {name}={value}  # {why}" for name, value, why in env],
         *([f"#   {PRETRAINED_ENV}=<the Megatron checkpoint of the pretrained weights>  # yours to set: "
