@@ -162,7 +162,9 @@ def test_a_valid_pipelined_moe_layout_has_no_findings() -> None:
 # --------------------------------------------------------------------------------------------------
 BASE = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
         "distributed": {"strategy": "fsdp2"},
-        "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1}}
+        "step_scheduler": {"global_batch_size": 64, "local_batch_size": 1},
+        "model": {"_target_": "my_pkg.build_model"},  # no model id: model-aware rules only where a case names one
+        "optimizer": {"_target_": "torch.optim.AdamW", "lr": 1.0e-5}}
 DELETE = object()
 MOCK_DATASET = "nemo_automodel.components.datasets.llm.mock_iterable_dataset.MockIterableDataset"
 MOCK_SAMPLES = "nemo_automodel.components.datasets.llm.mock.build_unpacked_dataset"  # samples the loader batches
@@ -195,6 +197,8 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-section-misspelled", {"step_schedular": {"local_batch_size": 2}},
      {"step_scheduler.local_batch_size": 2, "my_defaults": {"lr": 1e-4}, "_anchors": {}}, {}),
     ("am-section-misspelled", {"Peft": {"dim": 8}}, {"validation_dataset_squad": {"path": "squad"}}, {}),
+    ("am-section-missing", {"optimizer": DELETE}, {"optimizer": DELETE, "recipe": "TrainEagle3Recipe"}, {}),
+    ("am-section-missing", {"model": DELETE}, {"model": DELETE, "recipe": "my_pkg.MyRecipe"}, {}),
     ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
     ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
@@ -456,6 +460,12 @@ def test_a_misspelled_section_names_the_one_it_means_at_its_key() -> None:
     assert set(by_path) == {"distenv", "Step-Scheduler"}
     assert "did you mean `dist_env:`?" in by_path["distenv"].message
     assert "the recipe has a `step_scheduler:` section too" in by_path["Step-Scheduler"].message
+
+
+def test_a_missing_section_names_its_misspelling() -> None:
+    report = validate_recipe(recipe({"optimizer": DELETE, "optimiser": {"lr": 1.0e-4}}), world_size=8)
+    [missing] = [f for f in report.findings if f.rule == "am-section-missing"]
+    assert missing.message.startswith("the recipe has no optimizer: section (`optimiser:` looks like a misspelling")
 
 
 def test_the_section_table_holds_every_section_automodel_reads() -> None:

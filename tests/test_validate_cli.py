@@ -25,6 +25,9 @@ distributed:
 step_scheduler:
   global_batch_size: 32
   local_batch_size: 1
+optimizer:
+  _target_: torch.optim.AdamW
+  lr: 1.0e-5
 """
 
 # ep_size 3 is on line 8, col 3; global_batch_size on line 11, col 3.
@@ -40,6 +43,9 @@ distributed:
 step_scheduler:
   local_batch_size: 2
   global_batch_size: 30
+optimizer:
+  _target_: torch.optim.AdamW
+  lr: 1.0e-5
 """
 
 
@@ -136,7 +142,7 @@ def test_distillation_meshes_are_judged_on_their_own_ranks(tmp_path: Path) -> No
         "separate_meshes: true\nteacher_distributed:\n  dp_size: 2\n  tp_size: 2\n  ep_size: 3\n")
     report = validate_recipe(write(tmp_path, text), world_size=8)
     [error] = report.errors  # the student's 4 ranks are not "ranks left out": the teacher has the other 4
-    assert (error.rule, error.path, error.line) == ("am-r13-ep-divides-non-pp", "teacher_distributed.ep_size", 15)
+    assert (error.rule, error.path, error.line) == ("am-r13-ep-divides-non-pp", "teacher_distributed.ep_size", 18)
 
 
 def test_an_unreadable_teacher_size_is_located_in_the_teacher_section(tmp_path: Path) -> None:
@@ -147,7 +153,7 @@ def test_an_unreadable_teacher_size_is_located_in_the_teacher_section(tmp_path: 
     path = write(tmp_path, text)
     with pytest.raises(InputError, match="tp_size must be a positive integer") as caught:
         validate_recipe(path, world_size=8)
-    assert caught.value.where == f"{path}:14:3"  # teacher_distributed.tp_size, not the student's section
+    assert caught.value.where == f"{path}:17:3"  # teacher_distributed.tp_size, not the student's section
 
 
 BAD_INPUTS = {
@@ -266,7 +272,7 @@ def test_memory_fit_remedy_is_real(tmp_path: Path) -> None:
             "model:\n  pretrained_model_name_or_path: Qwen/Qwen3-32B\n"
             "distributed:\n  tp_size: 2\n  cp_size: 2\n  activation_checkpointing: true\n"
             "step_scheduler:\n  global_batch_size: 16\n  local_batch_size: 2\n"
-            "packed_sequence:\n  packed_sequence_size: 4096\n")
+            "packed_sequence:\n  packed_sequence_size: 4096\noptimizer:\n  _target_: torch.optim.AdamW\n")
     [finding] = validate_recipe(write(tmp_path, text), world_size=8, gpu="h100-80gb").errors
     assert finding.rule == "memory-fit" and "defer_fsdp_grad_sync: false" in finding.hint
     fixed = text.replace("  activation_checkpointing: true\n",
@@ -277,7 +283,8 @@ def test_memory_fit_remedy_is_real(tmp_path: Path) -> None:
 # --- the world from the recipe's header, several recipes at once (the pre-commit hook's call) ------------
 
 EP16 = "recipe: TrainFinetuneRecipeForNextTokenPrediction\ndistributed:\n  strategy: fsdp2\n  ep_size: 16\n" \
-       "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n"
+       "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\nmodel:\n  _target_: my_pkg.build_model\n" \
+       "optimizer:\n  _target_: torch.optim.AdamW\n"
 
 
 @pytest.mark.parametrize(("header", "flags", "ok"), [
@@ -377,7 +384,8 @@ def moe_recipe(tmp_path: Path, dispatcher: str) -> Path:
         "  backend:\n    _target_: nemo_automodel.components.models.common.BackendConfig\n"
         f"    dispatcher: {dispatcher}\n"
         "distributed:\n  strategy: fsdp2\n  ep_size: 16\n"
-        "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n", encoding="utf-8")
+        "step_scheduler:\n  global_batch_size: 64\n  local_batch_size: 1\n"
+        "optimizer:\n  _target_: torch.optim.AdamW\n", encoding="utf-8")
     return recipe
 
 

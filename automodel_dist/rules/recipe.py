@@ -67,6 +67,15 @@ STEP_SCHEDULER_LIMITS = {
     "start_step": (0, False, "start_step must be greater than or equal to 0"),
     "start_epoch": (0, False, "start_epoch must be greater than or equal to 0"),
 }
+# The modules whose recipe classes are TrainFinetuneRecipeForNextTokenPrediction or subclass it (the benchmarking,
+# knowledge-distillation and diffusion-LM fine-tuning recipes), and what their setup does without a section.
+TRAIN_FT_MODULES = frozenset({"nemo_automodel.recipes.llm.train_ft", "nemo_automodel.recipes.llm.benchmark",
+                              "nemo_automodel.recipes.llm.kd", "nemo_automodel.recipes.dllm.train_ft"})
+REQUIRED_SECTIONS = {
+    "model": "builds its model from it (train_ft.py: build_model(self.cfg.model, ...)) and fails at setup",
+    "optimizer": "builds its optimizer from it and fails at setup (AttributeError: 'NoneType' object has no "
+                 "attribute 'build', train_ft.py: self.cfg.optimizer.build)",
+}
 # Sets dataset.batch_size to step_scheduler.local_batch_size before it builds anything (recipes/llm/benchmark.py).
 BATCH_INJECTING_RECIPE = "BenchmarkingRecipeForNextTokenPrediction"
 # The recipe module -> the seed its StatefulRNG takes when the recipe has no top-level `seed:` (42 elsewhere).
@@ -85,11 +94,12 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     dist = as_mapping(config.get("distributed"))
     recipe_class = _recipe_class(config)
     _check_rng(config, recipe_class, out)
+    _check_required_sections(config, recipe_class, out)
     if recipe_class not in DISTRIBUTED_OPTIONAL:
         if "distributed" not in config:
             out.append(r.DISTRIBUTED_MISSING.finding(
-                "the recipe has no distributed: section; AutoModel fails with an AttributeError reading "
-                "cfg.distributed", path="", hint=_ADD_DISTRIBUTED))
+                "the recipe has no distributed: section" + _written_as(config, "distributed") + "; AutoModel fails "
+                "with an AttributeError reading cfg.distributed", path="", hint=_ADD_DISTRIBUTED))
         elif config["distributed"] is None and recipe_class is not None:
             # A generation config (no recipe class) may say `distributed: null`; a training recipe may not.
             out.append(r.DISTRIBUTED_MISSING.finding(
@@ -261,6 +271,23 @@ def _check_sections(config: Mapping[str, Any], out: list[Finding]) -> None:
         out.append(r.SECTION_MISSPELLED.finding(
             f"`{key}:` is not a section AutoModel reads (did you mean `{meant}:`?): it is ignored without a word"
             f"{present}", path=key, hint=f"rename `{key}:` to `{meant}:`" + (" and merge the two" if present else "")))
+
+
+def _written_as(config: Mapping[str, Any], section: str) -> str:
+    """' (`distributd:` looks like a misspelling of it)' when a top-level key spells `section` wrong, else ''."""
+    typo = next((key for key in config if isinstance(key, str) and misspelled_section(key) == section), None)
+    return f" (`{typo}:` looks like a misspelling of it)" if typo else ""
+
+
+def _check_required_sections(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:
+    if RECIPE_CLASSES.get(recipe_class or "") not in TRAIN_FT_MODULES:
+        return
+    for section, outcome in REQUIRED_SECTIONS.items():
+        if config.get(section) is None:
+            out.append(r.SECTION_MISSING.finding(
+                f"the recipe has no {section}: section{_written_as(config, section)}; {recipe_class} {outcome}",
+                path=section if section in config else "",
+                hint=f"add the `{section}:` section (e.g. from one of AutoModel's example recipes)"))
 
 
 def _check_rng(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:

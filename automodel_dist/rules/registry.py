@@ -215,6 +215,10 @@ SECTION_MISSPELLED = register(
     "am-section-misspelled", WARNING, "",
     "a top-level key AutoModel does not read, spelled like a section it does: AutoModel ignores it without a "
     "word, so the section it meant keeps its defaults")
+SECTION_MISSING = register(
+    "am-section-missing", ERROR, "",
+    "TrainFinetuneRecipeForNextTokenPrediction and its subclasses build the model from `model:` and the optimizer "
+    "from `optimizer:` unconditionally (train_ft.py setup): without one, setup fails")
 RNG_UNREAD = register(
     "am-rng-unread", WARNING, "rng.seed",
     "no AutoModel 0.7.0 recipe reads an `rng:` section: they seed from the top-level `seed:` (default 42)")
