@@ -432,3 +432,20 @@ def test_fp8_on_a_gpu_without_it_is_a_warning_in_the_file_and_on_stderr(capsys: 
     intent.write_text(intent.read_text().replace("a100-80gb", "h100-80gb"))  # the neighbour with FP8: no word
     code, out, err = run(capsys, "compile", str(intent), "--target", target)
     assert code == 0 and "precision fp8 was asked for" not in out + err
+
+
+def test_full_recompute_pinned_on_a_moe_model_runs_without_cuda_graphs(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    """Per-layer TE graphs refuse full recompute (mb-cuda-graph-full-recompute): the set writes none, where every
+    MoE layout was refused before."""
+    intent = tmp_path / "i.yaml"
+    intent.write_text("model: qwen3-30b-a3b\nhardware: {gpu: h100-80gb, nodes: 4}\n"
+                      "training: {task: pretrain, seq_length: 4096, global_batch_size: 512}\n"
+                      "parallelism: {activation_checkpointing: full}\n")
+    out = tmp_path / "o.yaml"
+    code, _, err = run(capsys, "compile", str(intent), "--target", "megatron-bridge", "-o", str(out))
+    assert code == 0, err
+    text = out.read_text()
+    assert "recompute_granularity: full" in text and "cuda_graph_impl: none" in text
+    code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge")
+    assert code == 0, report

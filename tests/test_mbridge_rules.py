@@ -66,6 +66,9 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
         **LLAMA_8B.__dict__, "name": "custom-48-heads", "num_attention_heads": 48, "num_key_value_heads": 4})}),
     ("mb-ep-needs-moe", mb(ep=8), mb(), {"model": LLAMA_8B}),
     ("mb-ep-divides-experts", mb(48, ep=48, global_batch_size=1536), mb(32, ep=32), Q),
+    # Qwen3-Next's Gated DeltaNet: 16 key and 32 value heads split over TP·CP; TP8 CP4 = 32 does not divide 16.
+    ("mb-tp-cp-linear-heads", mb(64, tp=8, cp=4, ep=2), mb(64, tp=8, cp=2, ep=2),
+     {"model": resolve_model("qwen3-next-80b-a3b")}),
     # GPT-OSS (36 layers, 128 experts, biased expert linears): Megatron asserts ETP 1; the same TP2 EP8 passes.
     ("mb-moe-bias-etp", mb(16, tp=2, ep=8, etp=2), mb(16, tp=2, ep=8), {"model": resolve_model("gpt-oss-120b")}),
     ("mb-pp-divides-layers", mb(20, pp=5), mb(16, pp=4), Q),

@@ -327,7 +327,10 @@ def _settled(problem: Problem, layout: Layout, recompute: tuple[tuple[str, ...],
         why["tp_comm_overlap"] = "TP with sequence parallelism: hide TP collectives behind the GEMMs"
     why["overlap_grad_reduce"] = "distributed optimizer: reduce-scatter gradients behind the backward"
     why["overlap_param_gather"] = "distributed optimizer: all-gather parameters behind the forward"
-    if model.is_moe:
+    if model.is_moe and s.recompute_granularity == "full":
+        why["cuda_graph_impl"] = ("none: full recompute runs only under full-iteration graphs, which dropless MoE "
+                                  "cannot capture (Megatron-Bridge's own full-recompute MoE presets run ungraphed)")
+    elif model.is_moe:
         blackwell = generation(cluster.gpu.compute_capability) == "blackwell"
         scope = ("moe_router", "moe_preprocess")
         # attention stays out of the graphs when it is recomputed (full recompute, or core_attn among the modules;

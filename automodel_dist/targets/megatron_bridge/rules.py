@@ -13,6 +13,7 @@ at least 2.12 (the version the skills' graph + delayed-wgrad rules ask for), so 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -63,6 +64,9 @@ TP_GROUPS = _rule("mb-tp-query-groups", ERROR, "tp", "the query groups must be a
                   needs=("model",))
 EP_NEEDS_MOE = _rule("mb-ep-needs-moe", ERROR, "ep", "EP > 1 needs an MoE model", needs=("model",))
 EP_EXPERTS = _rule("mb-ep-divides-experts", ERROR, "ep", "EP must divide the routed experts", needs=("model",))
+LINEAR_HEADS = _rule("mb-tp-cp-linear-heads", ERROR, "tp",
+                     "TP·CP must divide the Gated DeltaNet key and value heads (Qwen3-Next's linear attention)",
+                     needs=("model",))
 MOE_BIAS_ETP = _rule("mb-moe-bias-etp", ERROR, "etp",
                      "an MoE model with linear biases (GPT-OSS: add_bias_linear) needs expert TP 1", needs=("model",))
 PACKED_MBS = _rule("mb-packed-micro-batch", ERROR, "micro_batch_size",
@@ -321,6 +325,15 @@ def _model_sizes(c: Context) -> list[Finding]:
         out.append(EP_EXPERTS.finding(
             f"num_moe_experts={m.num_routed_experts} must be divisible by expert_model_parallel_size={lay.ep}",
             hint=f"EP from: {listing(divisors(m.num_routed_experts))}"))
+    tp_cp = lay.tp * lay.cp
+    for name, heads in (("linear_num_key_heads", m.linear_num_key_heads),
+                        ("linear_num_value_heads", m.linear_num_value_heads)):
+        if m.linear_attention_layers and heads % tp_cp:
+            fits = divisors(math.gcd(m.linear_num_key_heads, m.linear_num_value_heads))
+            out.append(LINEAR_HEADS.finding(
+                f"self.{name}={heads} must be a multiple of (self.tensor_model_parallel_size={lay.tp} * "
+                f"self.context_parallel_size={lay.cp}).", hint=f"TP·CP from: {listing(fits)}"))
+            break  # Megatron asserts the key heads first and stops there
     if m.is_moe and m.mlp_bias and lay.etp != 1:
         out.append(MOE_BIAS_ETP.finding(
             "Bias in Moe is only supported when ETP==1",
