@@ -284,7 +284,8 @@ class Enumerator:
 
     # -- the natural domain of each dimension -------------------------------------------------------------
     def tps(self, strategy: str) -> list[int]:
-        natural = [1] if strategy == "ddp" else [d for d in self.divisors(self.W) if d <= self.nvl]
+        natural = [1] if strategy == "ddp" else [d for d in self.divisors(self.W)
+                                                 if ep_group_in_domain(d, self.nvl, self.W)]  # TP groups inside NVLink
         return _pinned(self.p.pins.tp, natural)
 
     def pps(self, strategy: str, tp: int) -> list[int]:

@@ -34,7 +34,8 @@ RECIPE: dict[str, Any] = {"recipe": "TrainFinetuneRecipeForNextTokenPrediction",
                           "model": {"pretrained_model_name_or_path": "Qwen/Qwen3-8B"},
                           "distributed": {"strategy": "fsdp2", "tp_size": 1},
                           "step_scheduler": {"global_batch_size": 64, "local_batch_size": 8},
-                          "dist_env": {"timeout_minutes": 10}}
+                          "dist_env": {"timeout_minutes": 10},
+                          "optimizer": {"_target_": "torch.optim.AdamW", "lr": 1.0e-5}}
 MB_OVERRIDES: dict[str, Any] = {"model": {"tensor_model_parallel_size": 2, "sequence_parallel": True},
                                 "train": {"micro_batch_size": 1, "global_batch_size": 64}}
 INTENT_KEYS = ["model", "hardware.gpu", "hardware.nodes", "hardware.gpus_per_node", "training.seq_length",
