@@ -84,3 +84,24 @@ def test_model_state_bytes_equal_automodels(worker: ModelWorker, preset, layout_
         assert states.grads == pytest.approx(rank.grad_bytes - gap, rel=padding)
         assert states.optimizer == pytest.approx(rank.optimizer_bytes - 2 * gap, rel=padding)
 
+
+
+@pytest.mark.parametrize(("preset", "world"), [("mixtral-8x7b", 32), ("gpt-oss-20b", 64)])
+def test_experts_split_by_expert_count_when_the_group_is_larger(worker: ModelWorker, preset: str, world: int) -> None:
+    """Without EP, FSDP2 splits the [experts, ...] tensors on dim 0: 8 experts over 32 ranks leave each rank one
+    expert's rows (padding on 24 of them), 4x the even split; the model counts those bytes, as allocated."""
+    from automodel_dist.catalog.models import resolve_model
+
+    spec = resolve_model(preset)
+    recipe = {"model": {"pretrained_model_name_or_path": spec.name}, "distributed": {"strategy": "fsdp2"},
+              "step_scheduler": {"global_batch_size": world, "local_batch_size": 1}}
+    built = build_model_dry_run(recipe, world_size=world, worker=worker)
+    assert built.ok, [f.message for f in built.findings]
+    layout = layout_from_config(resolve_config(recipe)[0], world_size=world, model=spec)
+    shape = model_shape(spec, SFT)
+    rank = built.ranks[0]
+    load = RankLoad(0, shape.dense_layers, spec.num_layers - shape.dense_layers, 1, True, True)
+    states = model_states(shape, layout, SFT, load)
+    assert rank.param_bytes > 1.5 * rank.param_bytes_even  # the build holds far more than an even split
+    assert states.params == pytest.approx(rank.param_bytes, rel=0.01)
+    assert states.optimizer == pytest.approx(rank.optimizer_bytes, rel=0.01)

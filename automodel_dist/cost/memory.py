@@ -390,6 +390,19 @@ def shard_groups(layout: Layout) -> tuple[int, int]:
     return fsdp, (layout.ep_shard if (layout.ep or 1) > 1 else fsdp)
 
 
+def expert_share(shape: ModelShape, layout: Layout, expert_shard: int, options: RecipeOptions) -> float:
+    """The share of this rank's routed-expert weights its FSDP2 shard holds. FSDP2 splits a tensor on dim 0 in
+    chunks of ceil(rows / ranks), padded to that size on every rank: without EP the experts are one
+    [experts, ...] tensor (Hugging Face's fused MoE classes such as Mixtral's, and AutoModel's own), so a group
+    larger than the expert count leaves each rank a whole expert's rows, not 1/group (Mixtral-8x7B on 32 GPUs:
+    1/8 of the experts per rank, 4x the even split). With EP, AutoModel shards its experts on dim 1
+    (am-expert-shard-even); Megatron's and MegatronFSDP's flat buffers split evenly."""
+    rows = shape.num_experts
+    if not rows or layout.strategy != "fsdp2" or (layout.ep or 1) > 1 or options.framework == "megatron":
+        return 1 / expert_shard
+    return -(-rows // expert_shard) / rows
+
+
 def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load: RankLoad,
                  options: RecipeOptions = AUTOMODEL_DEFAULTS) -> ModelStates:
     """Parameter, gradient and optimizer bytes of the pp rank `load` describes (tests/test_memory_grounding.py
@@ -408,7 +421,7 @@ def model_states(shape: ModelShape, layout: Layout, training: TrainingSpec, load
     # routed experts are split by EP (and Megatron's expert TP) only: AutoModel's TP plans leave them whole
     # (its own MoE classes take no TP; Mixtral's Hugging Face class falls back to a plan without them)
     experts_w = load.moe * shape.num_experts / ep / max(layout.etp, 1) * shape.expert_params
-    sharded_w = dense_w / fsdp + experts_w / expert_shard
+    sharded_w = dense_w / fsdp + experts_w * expert_share(shape, layout, expert_shard, options)
     # bytes beyond `weight_bytes` of the weights kept in fp32 (their gradients and AdamW states are fp32 too)
     fp32_extra = (load.dense + load.moe) * shape.fp32_layer_params / fsdp * (FP32 - weight_bytes)
     if training.is_peft:
