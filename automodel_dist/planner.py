@@ -133,14 +133,6 @@ def _default_estimator() -> Estimator:
     return estimate_layout
 
 
-def _powers_of_two(limit: int) -> list[int]:
-    values, v = [], 1
-    while v <= limit:
-        values.append(v)
-        v *= 2
-    return values
-
-
 def _pinned(allowed: tuple | None, natural: Iterable) -> list:
     return sorted(allowed) if allowed is not None else list(natural)
 
@@ -366,8 +358,9 @@ class Enumerator:
     def batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         """(micro batch, [local batches ascending]) pairs, micro batch ascending: memory grows along both.
 
-        Every local batch (a power of two) whose split divides the global batch; under PP, every micro
-        batch that divides it into at least pp micro batches."""
+        Every local batch whose split divides the global batch (3 and 6 too: a global batch of 384 over 128
+        data-parallel ranks has no other); under PP, every micro batch that divides it into at least pp micro
+        batches."""
         key = (pp, dp)
         if key not in self.batch_cache:
             self.batch_cache[key] = self._batches(pp, dp)
@@ -376,11 +369,13 @@ class Enumerator:
     def _batches(self, pp: int, dp: int) -> list[tuple[int, list[int]]]:
         pins = self.p.pins
         gbs = self.p.training.global_batch_size
-        lbs_all = [b for b in _pinned(pins.local_batch_size, _powers_of_two(gbs)) if dp > 0 and gbs % (b * dp) == 0]
+        per_rank = gbs // dp if dp > 0 and gbs % dp == 0 else 0
+        lbs_all = [b for b in _pinned(pins.local_batch_size, self.divisors(per_rank) if per_rank else [])
+                   if per_rank and per_rank % b == 0]
         if pp == 1:  # the micro batch is the local batch; a micro_batch_size pin is for pp > 1 only
             return [(b, [b]) for b in lbs_all]
         out = []
-        for mbs in _pinned(pins.micro_batch_size, _powers_of_two(max(lbs_all, default=0))):
+        for mbs in _pinned(pins.micro_batch_size, sorted({m for b in lbs_all for m in self.divisors(b)})):
             lbs = [b for b in lbs_all if b % mbs == 0 and b // mbs >= pp]
             if lbs:
                 out.append((mbs, lbs))

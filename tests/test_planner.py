@@ -645,6 +645,19 @@ def test_a_memory_bound_verdict_says_which_cp_shards_the_remedies_searched() -> 
             f"searched (with at least {MIN_CP_TOKENS} tokens per CP rank)") in str(err.value)
 
 
+def test_local_and_micro_batches_are_every_divisor_not_only_powers_of_two() -> None:
+    """A global batch of 384 over 64 data-parallel ranks splits into local batches of 6 (or 3, 2, 1); under a
+    pipeline the micro batches divide them. Only powers of two missed Qwen3-235B's 27% faster lbs 6 layout."""
+    problem = problem_of(intent(model="Qwen/Qwen3-235B-A22B", nodes=128, global_batch_size=384, seq_length=8192,
+                                task="pretrain", init="from_scratch"))
+    space = Enumerator(problem, check_layout, estimate_layout, first_fit=False)
+    assert space.batches(1, 64) == [(1, [1]), (2, [2]), (3, [3]), (6, [6])]
+    assert space.batches(4, 64) == [(1, [6])]
+    assert space.batches(2, 128) == [(1, [3])]
+    best = plan(problem).best.layout
+    assert (best.local_batch_size, best.pp, best.cp) == (6, 4, 4)
+
+
 def test_a_micro_batch_pin_implies_a_pipeline() -> None:
     """The pin is AutoModel's pipeline micro batch: a layout without a pipeline would drop it without a word."""
     pins = {"micro_batch_size": 1, "local_batch_size": 4, "tp": 1, "cp": 1, "ep": 8, "dp_replicate": 1}

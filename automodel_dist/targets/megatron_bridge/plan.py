@@ -115,7 +115,7 @@ class MegatronSpace(Enumerator):
         if dp <= 0 or gbs % dp:
             return []
         local = gbs // dp
-        micro = [m for m in _pinned(self.p.pins.micro_batch_size, [2 ** i for i in range(local.bit_length())])
+        micro = [m for m in _pinned(self.p.pins.micro_batch_size, self.divisors(local))
                  if local % m == 0 and local // m >= pp]
         return [(m, [local]) for m in micro]
 
