@@ -199,6 +199,13 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-section-misspelled", {"Peft": {"dim": 8}}, {"validation_dataset_squad": {"path": "squad"}}, {}),
     ("am-section-missing", {"optimizer": DELETE}, {"optimizer": DELETE, "recipe": "TrainEagle3Recipe"}, {}),
     ("am-section-missing", {"model": DELETE}, {"model": DELETE, "recipe": "my_pkg.MyRecipe"}, {}),
+    ("am-section-unknown-key", {"lr_scheduler": {"warmup_steps": 100}}, {"lr_scheduler": {"lr_warmup_steps": 100}},
+     {}),
+    ("am-section-unknown-key", {"checkpoint": {"checkpoint_path": "/ckpt"}},
+     {"checkpoint": {"checkpoint_dir": "/ckpt", "restore_from": "/ckpt/step_100"}}, {}),
+    ("am-section-unknown-key", {"validation_dataloader_squad": {"num_worker": 2}},
+     {"validation_dataloader_squad": {"num_workers": 2}, "lr_scheduler": {"warmup_ratio": 0.1},
+      "recipe": "TrainDSparkRecipe"}, {}),  # the drafter recipes read their own keys
     ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
     ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
@@ -460,6 +467,45 @@ def test_a_misspelled_section_names_the_one_it_means_at_its_key() -> None:
     assert set(by_path) == {"distenv", "Step-Scheduler"}
     assert "did you mean `dist_env:`?" in by_path["distenv"].message
     assert "the recipe has a `step_scheduler:` section too" in by_path["Step-Scheduler"].message
+
+
+@pytest.mark.parametrize(("section", "severity", "said"), [
+    ({"peft": {"_target_": "nemo_automodel.components._peft.lora.PeftConfig", "rank": 16}}, ERROR,
+     "LoRA's rank is `dim`"),
+    ({"fp8": {"enable": True}}, "warning", "did you mean 'enabled'?"),
+    ({"fp8": {"enabled": True, "recipe_name": "blockwise"}}, ERROR, "torchao asserts the name"),
+    ({"compile": {"enable": True}}, "warning", "did you mean 'enabled'?"),
+    ({"compile": {"enabled": True, "mode": "fast"}}, ERROR, "torch.compile refuses other modes"),
+])
+def test_peft_fp8_and_compile_keys_are_judged_as_automodel_reads_them(section: dict, severity: str, said: str) -> None:
+    """PeftConfig is instantiated with the section (a TypeError on another key); fp8 and compile are read with
+    dict.get, so a misspelled key silently leaves the feature off (a warning), and their names go to torchao and
+    torch.compile, which refuse others. The valid spellings pass."""
+    [finding] = [f for f in validate_recipe(recipe(section), world_size=8).findings if f.rule == "schema"]
+    assert finding.severity == severity and said in finding.message + finding.hint
+    fixed = {name: {("dim" if k == "rank" else "enabled" if k == "enable" else k):
+                    ("rowwise" if v == "blockwise" else "max-autotune" if v == "fast" else v) for k, v in body.items()}
+             for name, body in section.items()}
+    assert [f for f in validate_recipe(recipe(fixed), world_size=8).findings if f.rule == "schema"] == []
+
+
+def test_the_closed_section_tables_are_automodels_fields() -> None:
+    """LRSchedulerConfig's and CheckpointingConfig's fields (plus the `_target_` and `restore_from` the typed config
+    drops), and the loader fields `_resolve_dataloader` accepts, as the installed AutoModel defines them."""
+    import dataclasses
+    import inspect
+
+    from nemo_automodel.components.checkpoint.config import CheckpointingConfig
+    from nemo_automodel.components.optim.optimizer import LRSchedulerConfig
+    from nemo_automodel.recipes import _typed_config
+
+    from automodel_dist.targets.automodel.config import CHECKPOINT_KEYS, DATALOADER_KEYS, LR_SCHEDULER_KEYS
+
+    assert {f.name for f in dataclasses.fields(LRSchedulerConfig)} | {"_target_"} == LR_SCHEDULER_KEYS
+    assert {f.name for f in dataclasses.fields(CheckpointingConfig)} | {"restore_from"} == CHECKPOINT_KEYS
+    source = inspect.getsource(_typed_config.RecipeConfig._resolve_dataloader)
+    for key in DATALOADER_KEYS:
+        assert f'"{key}"' in source, key
 
 
 def test_a_missing_section_names_its_misspelling() -> None:

@@ -25,7 +25,10 @@ from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
+    CHECKPOINT_KEYS,
     COMMON_KEYS,
+    DATALOADER_KEYS,
+    LR_SCHEDULER_KEYS,
     MOCK_DATASET_BATCH_DEFAULT,
     MOCK_DATASET_TARGET,
     MOE_KEYS,
@@ -95,6 +98,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     recipe_class = _recipe_class(config)
     _check_rng(config, recipe_class, out)
     _check_required_sections(config, recipe_class, out)
+    _check_closed_sections(config, recipe_class, out)
     if recipe_class not in DISTRIBUTED_OPTIONAL:
         if "distributed" not in config:
             out.append(r.DISTRIBUTED_MISSING.finding(
@@ -288,6 +292,25 @@ def _check_required_sections(config: Mapping[str, Any], recipe_class: str | None
                 f"the recipe has no {section}: section{_written_as(config, section)}; {recipe_class} {outcome}",
                 path=section if section in config else "",
                 hint=f"add the `{section}:` section (e.g. from one of AutoModel's example recipes)"))
+
+
+def _check_closed_sections(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:
+    if RECIPE_CLASSES.get(recipe_class or "") not in TRAIN_FT_MODULES:
+        return
+    loaders = [key for key in config if isinstance(key, str)
+               and (key == "dataloader" or key.startswith("validation_dataloader"))]
+    for section, keys, built in (("lr_scheduler", LR_SCHEDULER_KEYS, "LRSchedulerConfig.__init__()"),
+                                 ("checkpoint", CHECKPOINT_KEYS, "CheckpointingConfig.__init__()"),
+                                 *((loader, DATALOADER_KEYS, "") for loader in loaders)):
+        block = config.get(section)
+        if not isinstance(block, Mapping):
+            continue
+        for key in sorted(str(k) for k in block if k not in keys):
+            said = (f"TypeError: {built} got an unexpected keyword argument '{key}'" if built
+                    else f"TypeError: Unexpected dataloader config field(s): {key}")
+            out.append(r.SECTION_UNKNOWN_KEY.finding(
+                f"`{key}` is not a key {recipe_class} takes in {section}:{did_you_mean(key, sorted(keys))}",
+                path=f"{section}.{key}", hint=f"use one of: {listing(sorted(keys))}", automodel_message=said))
 
 
 def _check_rng(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:

@@ -219,6 +219,10 @@ SECTION_MISSING = register(
     "am-section-missing", ERROR, "",
     "TrainFinetuneRecipeForNextTokenPrediction and its subclasses build the model from `model:` and the optimizer "
     "from `optimizer:` unconditionally (train_ft.py setup): without one, setup fails")
+SECTION_UNKNOWN_KEY = register(
+    "am-section-unknown-key", ERROR, "",
+    "TrainFinetuneRecipeForNextTokenPrediction builds lr_scheduler, checkpoint and each data loader into closed "
+    "config objects: any other key is a TypeError at setup")
 RNG_UNREAD = register(
     "am-rng-unread", WARNING, "rng.seed",
     "no AutoModel 0.7.0 recipe reads an `rng:` section: they seed from the top-level `seed:` (default 42)")

@@ -56,6 +56,26 @@ PIPELINE_KEYS = frozenset({"pp_schedule", "pp_schedule_csv", "pp_microbatch_size
                            "pp_recv_buffer_pool_slack"})
 MOE_KEYS = frozenset({"ignore_router_for_ac", "reshard_after_forward", "lm_head_precision", "wrap_outer_model",
                       "mp_policy"})
+# Sections TrainFinetuneRecipeForNextTokenPrediction (and its subclasses) builds closed config objects from, in
+# nemo_automodel 0.7.0 (recipes/_typed_config.py): LRSchedulerConfig(**section) without `_target_`
+# (components/optim/optimizer.py), CheckpointingConfig(**section) without `restore_from` (components/checkpoint/
+# config.py), and the loader fields `_resolve_dataloader` accepts ("Unexpected dataloader config field(s)"), for
+# `dataloader` and each `validation_dataloader*`. Any other key fails setup; tests/test_rules.py checks the tables
+# against the installed AutoModel.
+LR_SCHEDULER_KEYS = frozenset({"_target_", "lr_warmup_steps", "lr_decay_steps", "lr_decay_style", "init_lr", "max_lr",
+                               "min_lr", "start_wd", "end_wd", "wd_incr_steps", "wd_incr_style",
+                               "use_checkpoint_opt_param_scheduler", "override_opt_param_scheduler",
+                               "wsd_decay_steps", "lr_wsd_decay_style"})
+CHECKPOINT_KEYS = frozenset({"restore_from", "allow_legacy_pickle_restore", "best_metric_key", "checkpoint_dir",
+                             "consolidation_timeout_minutes", "cpu_offload", "dequantize_base_checkpoint",
+                             "diffusers_compatible", "enabled", "is_async", "is_peft", "legacy_paramwrapper_layout",
+                             "max_recent_checkpoints", "model_cache_dir", "model_repo_id", "model_save_format",
+                             "model_state_dict_keys", "original_model_root_dir", "save_consolidated",
+                             "single_rank_consolidation", "skip_task_head_prefixes_for_base_model", "staging_dir",
+                             "v4_compatible", "wait_for_staging"})
+DATALOADER_KEYS = frozenset({"_target_", "collate_fn", "dataloader_type", "shuffle", "group_by_length",
+                             "shuffle_buffer_size", "batch_size", "num_workers", "pin_memory", "persistent_workers",
+                             "prefetch_factor", "drop_last"})
 AC_FALSE = frozenset({"false", "off", "none", "disabled", "no"})
 AC_TRUE = frozenset({"true", "on", "full", "enabled", "yes"})
 AC_MESSAGE = "distributed.activation_checkpointing must be a boolean or one of 'full', 'selective', 'false'."
