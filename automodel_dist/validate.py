@@ -26,7 +26,7 @@ from automodel_dist.resources import RECIPE_SCHEMA
 from automodel_dist.rules import check_layout
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.launch import check_launch
-from automodel_dist.rules.layout import check_cp_packing, check_cp_padding
+from automodel_dist.rules.layout import check_cp_attention, check_cp_packing, check_cp_padding
 from automodel_dist.rules.recipe import BLOCKING_RULES, check_recipe, kd_mesh_sizes
 from automodel_dist.shell_syntax import script_syntax
 from automodel_dist.targets import AUTOMODEL, MEGATRON_BRIDGE, check_target
@@ -298,12 +298,14 @@ def _layout_findings(config: Mapping[str, Any], layout: Layout, training: Traini
     findings = check_layout(layout, model=spec, cluster=cluster)
     if gpu is None:  # the NVLink domain is only assumed to be one node (a GB200 rack spans 72 GPUs)
         findings = [_unknown_domain(f) if f.rule == r.EP_LEAVES_NVLINK.id else f for f in findings]
+    model_section = as_mapping(config.get("model"))
+    backend_attn = as_mapping(model_section.get("backend")).get("attn")
+    backend_attn = backend_attn if isinstance(backend_attn, str) else None
+    if layout.cp > 1 and spec is not None:
+        check_cp_attention(layout, spec, backend_attn, findings)
     if training.packed_sequences and layout.cp > 1:
-        model_section = as_mapping(config.get("model"))
-        backend_attn = as_mapping(model_section.get("backend")).get("attn")
         hf_attn = model_section.get("attn_implementation")
-        check_cp_packing(layout, spec, training, findings,
-                         backend_attn=backend_attn if isinstance(backend_attn, str) else None,
+        check_cp_packing(layout, spec, training, findings, backend_attn=backend_attn,
                          hf_attn=hf_attn if isinstance(hf_attn, str) else None)
         if spec is None:
             findings.append(r.SKIPPED.finding("packed sequences with cp > 1: model support not checked (no model)",

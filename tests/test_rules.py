@@ -206,6 +206,11 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-section-unknown-key", {"validation_dataloader_squad": {"num_worker": 2}},
      {"validation_dataloader_squad": {"num_workers": 2}, "lr_scheduler": {"warmup_ratio": 0.1},
       "recipe": "TrainDSparkRecipe"}, {}),  # the drafter recipes read their own keys
+    ("am-r22-cp-attention", {"distributed.cp_size": 2, "model.backend": {"attn": "sdpa"}},
+     {"distributed.cp_size": 2, "model.backend": {"attn": "te"}}, {"model": "qwen3-30b-a3b"}),
+    ("am-r22-cp-attention", {"distributed.cp_size": 2, "model.backend": {"attn": "flex"}},
+     {"distributed.cp_size": 2, "model.backend": {"attn": "flex"}}, {"model": "qwen3-30b-a3b",
+                                                                    "good_model": "mixtral-8x7b"}),  # HF class
     ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
     ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},

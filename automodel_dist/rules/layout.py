@@ -369,6 +369,27 @@ def supports_packed_cp(model: ModelSpec, backend_attn: str | None = None, hf_att
     return hf_attn in _PACKED_CP_ATTN
 
 
+# The attention backends AutoModel's own classes run context parallelism with (capabilities.supports_cp: TE, or
+# MagiAttention's own CP dispatch); hybrids and classes that ship their own CP attention take more, and are left out.
+_CP_ATTN = frozenset({"te", "magi"})
+
+
+def check_cp_attention(layout: Layout, model: ModelSpec, backend_attn: str | None, out: list[Finding]) -> None:
+    """cp > 1 on one of AutoModel's own attention-only classes with another backend.attn than te (or magi):
+    `validate_for_mesh` refuses it at model build (R22), packed sequences or not. An unset attn is TE on a GPU
+    with Transformer Engine (BackendConfig's default)."""
+    cls = model_class(model.family)
+    if (cls is None or not cls.custom or model.linear_attention_layers or backend_attn is None
+            or backend_attn in _CP_ATTN):
+        return
+    out.append(r.CP_ATTENTION.finding(
+        f"context parallelism (cp_size={layout.cp}) for {cls.name} needs the TE attention backend, and "
+        f"model.backend.attn is {backend_attn!r}", path="model.backend.attn",
+        hint="set model.backend.attn: te, or cp_size: 1",
+        automodel_message=f"Context parallelism (cp_size={layout.cp}) for {cls.name} requires the TE attention "
+                          "backend (backend.attn='te')"))
+
+
 def check_cp_packing(layout: Layout, model: ModelSpec | None, training: TrainingSpec, out: list[Finding],
                      backend_attn: str | None = None, hf_attn: str | None = None) -> None:
     """Packed sequences with cp > 1: the pack length and model support (attention settings from the recipe)."""

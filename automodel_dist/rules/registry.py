@@ -172,6 +172,10 @@ VPP_WHOLE_LAYERS = register(
 PP_TIED_EMBEDDINGS = register(
     "am-r36-pp-tied-embeddings", ERROR, "distributed.pp_size",
     "a model with tied input/output embeddings cannot be pipelined", automodel=("R36",), needs=("model",))
+CP_ATTENTION = register(
+    "am-r22-cp-attention", ERROR, "distributed.cp_size",
+    "context parallelism on AutoModel's own (non-hybrid) model classes needs the TE (or Magi) attention backend",
+    automodel=("R22",))
 CP_PACKING_SUPPORT = register(
     "am-r20-cp-packing-support", ERROR, "distributed.cp_size",
     "cp > 1 with packed sequences needs a model with packed-CP support (AutoModel TE attention)",
