@@ -369,9 +369,10 @@ def supports_packed_cp(model: ModelSpec, backend_attn: str | None = None, hf_att
     return hf_attn in _PACKED_CP_ATTN
 
 
-# The attention backends AutoModel's own classes run context parallelism with (capabilities.supports_cp: TE, or
-# MagiAttention's own CP dispatch); hybrids and classes that ship their own CP attention take more, and are left out.
-_CP_ATTN = frozenset({"te", "magi"})
+# The attention backends AutoModel 0.7.0 knows that its own attention-only classes cannot run context parallelism
+# with (capabilities.supports_cp takes TE, or MagiAttention's own CP dispatch); hybrids and classes that ship their
+# own CP attention take more and are left out, as are names newer than 0.7.0's list.
+_NO_CP_ATTN = frozenset({"sdpa", "flex", "eager", "tilelang", "cudnn", "torch"})
 
 
 def check_cp_attention(layout: Layout, model: ModelSpec, backend_attn: str | None, out: list[Finding]) -> None:
@@ -379,8 +380,7 @@ def check_cp_attention(layout: Layout, model: ModelSpec, backend_attn: str | Non
     `validate_for_mesh` refuses it at model build (R22), packed sequences or not. An unset attn is TE on a GPU
     with Transformer Engine (BackendConfig's default)."""
     cls = model_class(model.family)
-    if (cls is None or not cls.custom or model.linear_attention_layers or backend_attn is None
-            or backend_attn in _CP_ATTN):
+    if cls is None or not cls.custom or model.linear_attention_layers or backend_attn not in _NO_CP_ATTN:
         return
     out.append(r.CP_ATTENTION.finding(
         f"context parallelism (cp_size={layout.cp}) for {cls.name} needs the TE attention backend, and "
