@@ -211,6 +211,11 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-r22-cp-attention", {"distributed.cp_size": 2, "model.backend": {"attn": "flex"}},
      {"distributed.cp_size": 2, "model.backend": {"attn": "flex"}}, {"model": "qwen3-30b-a3b",
                                                                     "good_model": "mixtral-8x7b"}),  # HF class
+    ("am-dist-backend", {"dist_env": {"backend": "ncl"}}, {"dist_env": {"backend": "NCCL"}}, {}),
+    ("am-dist-backend", {"dist_env": {"backend": "my_backend"}}, {"dist_env": {"backend": "cpu:gloo,cuda:nccl"}}, {}),
+    ("am-preemption-signal", {"step_scheduler.preemption_signal": "SIGUSR"},
+     {"step_scheduler.preemption_signal": ["usr1", "SIGTERM", 15]}, {}),
+    ("am-preemption-signal", {"step_scheduler.preemption_signal": 99}, {"step_scheduler.preemption_signal": 10}, {}),
     ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
     ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},

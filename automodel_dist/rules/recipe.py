@@ -84,6 +84,13 @@ BATCH_INJECTING_RECIPE = "BenchmarkingRecipeForNextTokenPrediction"
 # The recipe module -> the seed its StatefulRNG takes when the recipe has no top-level `seed:` (42 elsewhere).
 SEED_DEFAULTS = {"nemo_automodel.recipes.multimodal.finetune": 4396, "nemo_automodel.recipes.multimodal.pretrain": 4396}
 MULTI_NODE_TIMEOUT_MINUTES = 10
+# torch.distributed.Backend.backend_list (torch 2.13) but 'undefined'
+TORCH_BACKENDS = ("gloo", "nccl", "xccl", "ucc", "mpi", "fake")
+# Linux's signal names (without SIG) and its largest signal number (SIGRTMAX), as Python's signal.Signals has them
+SIGNAL_NAMES = ("HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "IOT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+                "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU",
+                "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "POLL", "PWR", "SYS", "RTMIN", "RTMAX")
+MAX_SIGNAL = 64
 # Findings after which the recipe cannot be read as a Layout, so layout rules are skipped.
 BLOCKING_RULES = frozenset({r.UNKNOWN_STRATEGY.id, r.AC_VALUE.id})
 
@@ -139,6 +146,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     backend = as_mapping(as_mapping(config.get("model")).get("backend"))
     _check_backend(backend, out)
     _check_step_scheduler(as_mapping(config.get("step_scheduler")), out)
+    _check_preemption_signal(as_mapping(config.get("step_scheduler")), out)
     if recipe_class != BATCH_INJECTING_RECIPE:
         _check_mock_batch(as_mapping(config.get("dataset")), as_mapping(config.get("step_scheduler")), out)
     _check_packing(as_mapping(config.get("packed_sequence")), out)
@@ -727,7 +735,40 @@ def _check_checkpoint(ckpt: Mapping[str, Any], out: list[Finding]) -> None:
                               "final, every, and legacy booleans."))
 
 
+def _check_dist_backend(env: Mapping[str, Any], out: list[Finding]) -> None:
+    """torch's Backend(name) takes one of its backends (any case) or a `device:backend` list; a name close to one
+    is a typo AutoModel dies of at start-up ("Unknown backend type"), any other may be a backend the job
+    registers itself (a warning)."""
+    backend = env.get("backend")
+    if not isinstance(backend, str) or ":" in backend or backend.lower() in TORCH_BACKENDS:
+        return
+    close = did_you_mean(backend, TORCH_BACKENDS)
+    out.append(r.DIST_BACKEND.finding(
+        f"dist_env.backend {backend!r} is no process-group backend torch knows{close}", severity=None if close
+        else WARNING, hint="use nccl on GPUs (or a `device:backend` list such as cpu:gloo,cuda:nccl)",
+        automodel_message=f"Unknown backend type {backend}" if close else None))
+
+
+def _check_preemption_signal(steps: Mapping[str, Any], out: list[Finding]) -> None:
+    """AutoModel's resolve_signal: an int must be a signal number, a name (any case, SIG optional) a signal."""
+    value = steps.get("preemption_signal")
+    for entry in value if isinstance(value, (list, tuple)) else [value]:
+        if entry is None or isinstance(entry, bool):
+            continue
+        if isinstance(entry, int) and not 1 <= entry <= MAX_SIGNAL:
+            said = f"Invalid signal number: {entry}"
+        elif isinstance(entry, str) and (name := entry.strip().upper().removeprefix("SIG")) not in SIGNAL_NAMES:
+            said = f"Unknown signal name: {entry!r}"
+            entry = f"{entry!r}{did_you_mean('SIG' + name, [f'SIG{n}' for n in SIGNAL_NAMES], n=2)}"
+        else:
+            continue
+        out.append(r.SIGNAL_UNKNOWN.finding(
+            f"preemption_signal {entry} is no signal", automodel_message=said,
+            hint="use signal names without or with SIG (SIGTERM, SIGUSR1: what Slurm's --signal sends) or a list"))
+
+
 def _check_dist_env(env: Mapping[str, Any], world_size: int, gpus_per_node: int, out: list[Finding]) -> None:
+    _check_dist_backend(env, out)
     timeout = env.get("timeout_minutes")
     if timeout is not None and _check_timeout_value(timeout, out):
         return

@@ -227,6 +227,12 @@ SECTION_UNKNOWN_KEY = register(
     "am-section-unknown-key", ERROR, "",
     "TrainFinetuneRecipeForNextTokenPrediction builds lr_scheduler, checkpoint and each data loader into closed "
     "config objects: any other key is a TypeError at setup")
+DIST_BACKEND = register(
+    "am-dist-backend", ERROR, "dist_env.backend",
+    "dist_env.backend is a process-group backend torch knows (init_process_group refuses another name)")
+SIGNAL_UNKNOWN = register(
+    "am-preemption-signal", ERROR, "step_scheduler.preemption_signal",
+    "each preemption signal is a signal name or number (StepSchedulerConfig.build resolves them at start-up)")
 RNG_UNREAD = register(
     "am-rng-unread", WARNING, "rng.seed",
     "no AutoModel 0.7.0 recipe reads an `rng:` section: they seed from the top-level `seed:` (default 42)")

@@ -154,7 +154,8 @@ def _tp_reason(layout: Layout, nvlink: int, objective: str) -> str:
     if layout.tp == 1:
         better = "is faster" if objective == "throughput" else "needs less memory"
         return f"no tensor parallelism: no TP layout {better} by more than 1% (explain lists them)"
-    return f"each layer split over {layout.tp} GPUs inside the {nvlink}-GPU NVLink domain"
+    where = ("inside" if ep_group_in_domain(layout.tp, nvlink, layout.world_size) else "across")
+    return f"each layer split over {layout.tp} GPUs {where} the {nvlink}-GPU NVLink domain"
 
 
 def _pp_reason(layout: Layout, num_layers: int) -> str:
