@@ -131,6 +131,11 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-flex-without-backend", mb(16, S(dispatcher_type="flex"), ep=16),
      mb(16, S(dispatcher_type="flex", flex_backend="hybridep"), ep=16), {}),
     ("mb-tp-crosses-nvlink", mb(16, tp=16), mb(16, tp=8), {"cluster": H100_2}),
+    # Transformer Engine's recipe support: MXFP8 needs Blackwell, any FP8 needs sm89 (A100 is sm80)
+    ("mb-fp8-gpu", mb(16, S(precision="bf16_with_mxfp8_mixed")),
+     mb(16, S(precision="bf16_with_fp8_subchannel_scaling_mixed")), {"cluster": H100_2}),
+    ("mb-fp8-gpu", mb(16, S(precision="bf16_with_fp8_current_scaling_mixed")), mb(16, S(precision="bf16_mixed")),
+     {"cluster": V100_LIKE}),
     ("mb-recompute-granularity", mb(16, S(recompute_granularity="partial")),
      mb(16, S(recompute_granularity="selective")), {}),
     ("mb-recompute-full-args", mb(16, S(recompute_granularity="full")),

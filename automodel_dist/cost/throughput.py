@@ -144,7 +144,10 @@ def fp8_time_factor(physics: Physics, gpu: GpuSpec, recipe: str, width: float) -
 
     Quantizing costs memory-bound work per element, so relative to the GEMM it grows as 1/width.
     """
-    speedup = physics.fp8_speedup.get(f"{generation(gpu.compute_capability)}/{recipe}")
+    family = generation(gpu.compute_capability)
+    # a recipe no run measured on this generation (blockwise FP8 on Blackwell, which only a hand-written set
+    # names) is timed as the generation's per-tensor FP8; the planner never picks one
+    speedup = physics.fp8_speedup.get(f"{family}/{recipe}", physics.fp8_speedup.get(f"{family}/tensorwise"))
     if speedup is None:
         raise ValueError(f"no FP8 speed-up for recipe {recipe!r} on {gpu.name}")
     return 1.0 / speedup + physics.fp8_overhead_width / width

@@ -151,6 +151,9 @@ GRAPH_PACKED_ATTN = _rule("mb-cuda-graph-packed-attn", ERROR, "cuda_graph_scope"
 GRAPH_MOE_RECOMPUTE = _rule("mb-cuda-graph-moe-recompute", ERROR, "recompute_modules",
                             "moe recompute does not go with a moe_router TE graph")
 
+FP8_GPU = _rule("mb-fp8-gpu", ERROR, "precision",
+                "the FP8 recipe runs on the GPU (Transformer Engine: FP8 from sm89, blockwise from sm90, MXFP8 on "
+                "sm100-sm119)", needs=("cluster",))
 PRECISION_RECIPE = _rule("mb-precision-recipe", ERROR, "precision",
                          "mixed_precision names a precision recipe Megatron-Bridge registers")
 # -- fine-tuning (the sft/peft recipes: ConfigContainer.validate on an SFT dataset, and PEFT) --------------------
@@ -663,6 +666,32 @@ def _precision(c: Context) -> list[Finding]:
     return [PRECISION_RECIPE.finding(
         f"Unknown mixed-precision recipe '{name.replace('-', '_')}'. Available recipes: {', '.join(spelled)}.",
         hint=f"name a registered recipe{did_you_mean(name.replace('-', '_'), names)}, e.g. bf16_mixed")]
+
+
+@check
+def _fp8_gpu(c: Context) -> list[Finding]:
+    """Transformer Engine's check_recipe_support at the first FP8 forward (quantization.py, TE 2.17)."""
+    from automodel_dist.targets.megatron_bridge.choose import mixed_precision
+
+    mp = mixed_precision(c.s)
+    if c.cluster is None or mp.fp8 is None:
+        return []
+    gpu = c.cluster.gpu
+    major, _, minor = gpu.compute_capability.partition(".")
+    cc = (int(major or 0), int(minor or 0)) if f"{major}{minor}".isdigit() else (0, 0)
+    if mp.fp8_recipe == "mxfp8":
+        said = ("MXFP8 (for all gemm layouts) is not supported on 12.0+ architectures yet." if cc >= (12, 0) else
+                "Device compute capability 10.0 or higher required for MXFP8 execution." if cc < (10, 0) else "")
+    elif mp.fp8_recipe == "blockwise":
+        said = ("FP8 block scaled GEMM requires compute capability 9.0 or higher and CUDA >= 12.9." if cc < (9, 0)
+                else "")
+    else:
+        said = "Device compute capability 8.9 or higher required for FP8 execution." if cc < (8, 9) else ""
+    if not said:
+        return []
+    return [FP8_GPU.finding(f"{said} ({gpu.name} is sm{major}{minor}; fp8_recipe {mp.fp8_recipe})",
+                            hint="name a precision recipe this GPU runs (bf16_mixed; on Hopper blockwise FP8, on "
+                                 "Blackwell MXFP8)")]
 
 
 @check
