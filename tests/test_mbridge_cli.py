@@ -449,3 +449,12 @@ def test_full_recompute_pinned_on_a_moe_model_runs_without_cuda_graphs(capsys: p
     assert "recompute_granularity: full" in text and "cuda_graph_impl: none" in text
     code, report, _ = run(capsys, "validate", str(out), "--target", "megatron-bridge")
     assert code == 0, report
+
+
+@pytest.mark.parametrize(("value", "code"), [("0", 0), ("-1", 2)])
+def test_zero_mtp_layers_is_no_mtp(capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str, code: int) -> None:
+    """MCore reads mtp_num_layers 0 as no MTP module (the other sizes start at 1)."""
+    path = tmp_path / "o.yaml"
+    assert run(capsys, "compile", QWEN, "--target", "megatron-bridge", "-o", str(path))[0] == 0
+    path.write_text(path.read_text().replace("\nmodel:\n", f"\nmodel:\n  mtp_num_layers: {value}\n", 1))
+    assert run(capsys, "validate", str(path), "--target", "megatron-bridge")[0] == code

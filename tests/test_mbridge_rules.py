@@ -152,6 +152,11 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
     ("mb-cuda-graph-local-scope", mb(16, GRAPHS.with_(cuda_graph_impl="local", cuda_graph_scope=("attn",))),
      mb(16, GRAPHS.with_(cuda_graph_impl="local", cuda_graph_scope=("full_iteration",),
                          check_for_nan_in_loss=False)), {}),
+    # MCore 0.19's own full-iteration implementation: no per-layer scope, and it carries full recompute
+    ("mb-cuda-graph-scope", mb(16, S(cuda_graph_impl="full_iteration", cuda_graph_scope=("attn",),
+                                     te_rng_tracker=True, check_for_nan_in_loss=False)),
+     mb(16, S(cuda_graph_impl="full_iteration", te_rng_tracker=True, check_for_nan_in_loss=False,
+              recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)), {}),
     ("mb-cuda-graph-moe-dropless", mb(16, GRAPHS.with_(cuda_graph_scope=("moe",))), mb(16, GRAPHS), {}),
     ("mb-cuda-graph-full-recompute", mb(16, GRAPHS.with_(recompute_granularity="full", recompute_method="uniform",
                                                          recompute_num_layers=1)),

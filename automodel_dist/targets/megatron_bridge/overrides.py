@@ -36,7 +36,7 @@ RECOMPUTE_METHODS = ("uniform", "block")
 # recompute_modules labels MCore 0.19 accepts (megatron-bridge.md §10)
 RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts",
                      "gdn_norm_out")
-CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine")
+CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine", "full_iteration")  # TransformerConfig's Literal (0.19)
 CUDA_GRAPH_SCOPES = ("full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 # Megatron-Bridge mixed-precision recipe names (megatron.bridge.training.mixed_precision)
 PRECISIONS = ("bf16_mixed", "bf16_with_fp8_subchannel_scaling_mixed", "bf16_with_mxfp8_mixed")

@@ -25,6 +25,7 @@ INT_FIELDS = frozenset({"tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch_size"
                         "recompute_num_layers", "mtp_num_layers", "seq_length", "dataset_seq_length",
                         "packed_sequence_size",
                         "pad_seq_to_mult", "peft_dim", "peft_alpha"})
+ZERO_ALLOWED = frozenset({"mtp_num_layers"})  # 0 MTP layers is no MTP, as MCore reads it
 NULLABLE = frozenset({"vpp", "pipeline_layout", "hierarchical_cp_sizes", "flex_backend", "recompute_granularity",
                       "recompute_method", "recompute_num_layers", "recompute_modules", "mtp_num_layers", "etp",
                       "packed_sequence_size", "pad_seq_to_mult", "per_token_loss", "average_in_collective",
@@ -127,8 +128,10 @@ def _typed(key: Key, value: Any, where: str) -> Any:
             raise InputError(f"{path}: expected a list of integers, got {value!r}", where=where, hint="e.g. [8, 2]")
         return tuple(value) if name == "hierarchical_cp_sizes" else tuple(str(v) for v in value)
     if name in INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{path}: expected a positive integer, got {value!r}", where=where, hint="e.g. 2")
+        lowest = 0 if name in ZERO_ALLOWED else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            what = "a non-negative" if lowest == 0 else "a positive"
+            raise InputError(f"{path}: expected {what} integer, got {value!r}", where=where, hint="e.g. 2")
         limits.check_size(value, SIZE_LIMITS[name], name=path, where=where)
         return value
     if name in BOOL_FIELDS:

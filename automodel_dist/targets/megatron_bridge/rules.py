@@ -608,7 +608,7 @@ def _cuda_graphs(c: Context) -> list[Finding]:
     impl, scope = s.cuda_graph_impl, set(s.cuda_graph_scope)
     if impl not in CUDA_GRAPH_IMPLS:
         return [GRAPH_IMPL.finding(f"Invalid cuda graph implementation: {impl}",
-                                   hint="none, local (full_iteration) or transformer_engine (scoped)")]
+                                   hint="none, full_iteration, local (full_iteration) or transformer_engine (scoped)")]
     if impl == "none":
         return out
     unknown = scope - set(CUDA_GRAPH_SCOPES)
@@ -621,7 +621,10 @@ def _cuda_graphs(c: Context) -> list[Finding]:
     if "moe_preprocess" in scope and "moe_router" not in scope and impl == "transformer_engine":
         out.append(GRAPH_SCOPE.finding("moe_preprocess cuda graph is only supported with moe_router cuda graph.",
                                        hint="add moe_router"))
-    full_iteration = "full_iteration" in scope
+    if impl == "full_iteration" and scope - {"full_iteration"}:
+        out.append(GRAPH_SCOPE.finding('cuda_graph_modules must be empty when cuda_graph_impl="full_iteration".',
+                                       hint="leave model.cuda_graph_scope empty: the whole iteration is captured"))
+    full_iteration = impl == "full_iteration" or "full_iteration" in scope
     if impl == "local" and not full_iteration:
         out.append(GRAPH_LOCAL.finding(
             f'Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs with scopes '
