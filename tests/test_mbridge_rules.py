@@ -157,6 +157,12 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
                                      te_rng_tracker=True, check_for_nan_in_loss=False)),
      mb(16, S(cuda_graph_impl="full_iteration", te_rng_tracker=True, check_for_nan_in_loss=False,
               recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)), {}),
+    ("mb-cuda-graph-scope", mb(16, GRAPHS.with_(cuda_graph_scope=("mlp",))), mb(16, GRAPHS), Q),  # no dense layer
+    ("mb-cuda-graph-scope", mb(16, GRAPHS), mb(16, GRAPHS.with_(cuda_graph_scope=("attn", "mlp"))),
+     {"model": LLAMA_8B}),  # a dense model has no router to graph
+    ("mb-cuda-graph-scope", mb(64, GRAPHS.with_(cuda_graph_scope=("mlp", "moe_router", "moe_preprocess"),
+                                                ep_overlap=True, dispatcher_type="alltoall"), ep=8),
+     mb(64, GRAPHS.with_(cuda_graph_scope=("mlp", "moe_router", "moe_preprocess")), ep=8), {"model": DSV3}),
     ("mb-cuda-graph-moe-dropless", mb(16, GRAPHS.with_(cuda_graph_scope=("moe",))), mb(16, GRAPHS), {}),
     ("mb-cuda-graph-full-recompute", mb(16, GRAPHS.with_(recompute_granularity="full", recompute_method="uniform",
                                                          recompute_num_layers=1)),

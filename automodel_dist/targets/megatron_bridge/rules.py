@@ -630,6 +630,16 @@ def _cuda_graphs(c: Context) -> list[Finding]:
             f'Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs with scopes '
             f'{sorted(scope)}. Use model.cuda_graph_impl="transformer_engine" for scoped CUDA graph capture such as '
             '"attn" or "mlp".', hint='cuda_graph_impl=transformer_engine, or scope ["full_iteration"]'))
+    m = c.model
+    if m is not None and m.is_moe and not m.dense_layers and "mlp" in scope:
+        out.append(GRAPH_SCOPE.finding("mlp cuda graph is only supported for dense layers, but not found in the model.",
+                                       hint="every layer is MoE here: graph moe_router + moe_preprocess"))
+    if m is not None and not m.is_moe and scope & {"moe", "moe_router"}:
+        out.append(GRAPH_SCOPE.finding("moe cuda graph is only supported for MoE.", hint="a dense model: attn, mlp"))
+    if impl == "transformer_engine" and s.ep_overlap and scope & {"moe", "mlp"}:
+        out.append(GRAPH_SCOPE.finding("CUDA graph scope on moe and mlp is not supported with "
+                                       "overlap_moe_expert_parallel_comm",
+                                       hint="graph moe_router + moe_preprocess, or turn EP overlap off"))
     if impl == "transformer_engine" and "moe" in scope:
         out.append(GRAPH_DROPLESS.finding("moe cuda graph is only supported with drop-padding MoE.",
                                           hint="dropless MoE graphs moe_router + moe_preprocess"))
