@@ -216,6 +216,15 @@ RECIPE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] =
     ("am-preemption-signal", {"step_scheduler.preemption_signal": "SIGUSR"},
      {"step_scheduler.preemption_signal": ["usr1", "SIGTERM", 15]}, {}),
     ("am-preemption-signal", {"step_scheduler.preemption_signal": 99}, {"step_scheduler.preemption_signal": 10}, {}),
+    ("am-target-path", {"model.backend": {"_target_": "nemo_automodel.components.moe.utils.BackendConfig"}},
+     {"model.backend": {"_target_": "nemo_automodel.components.models.common.BackendConfig"}}, {}),  # moved
+    ("am-target-path", {"optimizer": {"_target_": "torch.optim.Adamw"}},
+     {"optimizer": {"_target_": "torch.optim.AdamW"}}, {}),
+    ("am-target-path", {"model": {"_target_": "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrain"}},
+     {"model": {"_target_": "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained"}}, {}),
+    ("am-target-path", {"dataset": {"_target_": "nemo_automodel.components.datasets.llm.sqaud.make_squad_dataset"}},
+     {"dataset": {"_target_": "nemo_automodel.components.datasets.llm.squad.make_squad_dataset",
+                  "collate_fn": "my_pkg.collate"}}, {}),  # a user's own package is not judged
     ("am-rng-unread", {"rng": {"seed": 1111}}, {"rng": {"seed": 1111}, "seed": 1111}, {}),
     ("am-rng-unread", {"rng": {"seed": 7}, "seed": 3}, {"rng": {"seed": 42}}, {}),
     ("am-r2-env-var", {"distributed.tp_size": "${AMD_TEST_UNSET_TP}"},
@@ -516,6 +525,17 @@ def test_the_closed_section_tables_are_automodels_fields() -> None:
     source = inspect.getsource(_typed_config.RecipeConfig._resolve_dataloader)
     for key in DATALOADER_KEYS:
         assert f'"{key}"' in source, key
+
+
+def test_the_target_path_index_is_the_installed_automodels() -> None:
+    """data/automodel/targets.json is what scripts/automodel_targets.py reads from the installed AutoModel."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "automodel_targets.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
 def test_a_missing_section_names_its_misspelling() -> None:

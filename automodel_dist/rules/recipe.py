@@ -41,6 +41,7 @@ from automodel_dist.targets.automodel.config import (
 )
 from automodel_dist.targets.automodel.recipe_classes import RECIPE_CLASSES
 from automodel_dist.targets.automodel.sections import misspelled_section
+from automodel_dist.targets.automodel.target_paths import unresolved
 from automodel_dist.yamlio import as_mapping
 
 KEY_HINTS = {
@@ -100,6 +101,7 @@ def check_recipe(config: Mapping[str, Any], *, world_size: int, gpus_per_node: i
     """Every recipe rule that fires on a resolved recipe `config`, in AutoModel's start-up order."""
     out: list[Finding] = []
     _check_recipe_target(config, out)
+    _check_target_paths(config, (), out)
     _check_sections(config, out)
     dist = as_mapping(config.get("distributed"))
     recipe_class = _recipe_class(config)
@@ -272,6 +274,26 @@ def _check_recipe_target(config: Mapping[str, Any], out: list[Finding]) -> None:
             hint="name one of AutoModel 0.7.0's recipe classes, e.g. TrainFinetuneRecipeForNextTokenPrediction, "
                  "or give your own class's full dotted path", path=path,
             automodel_message=f"Unknown recipe class '{name}'. Available short names:"))
+
+
+def _check_target_paths(node: Any, path: tuple[str, ...], out: list[Finding]) -> None:
+    """Every `_target_` and `*_fn` string path, in every section (AutoModel's loader resolves them all, read or
+    not), that names something AutoModel 0.7.0 does not have (`target_paths`)."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            where = (*path, str(key))
+            if isinstance(value, str) and (key == "_target_" or str(key).endswith("_fn")) and "$" not in value:
+                problem = unresolved(value.strip()) if ":" not in value else None
+                if problem:
+                    out.append(r.TARGET_PATH.finding(
+                        f"{value.strip()!r} does not resolve: {problem}", path=".".join(where),
+                        hint="fix the dotted path (module, then attribute)",
+                        automodel_message=f"ImportError: ... cannot resolve attribute ... in '{value.strip()}'"))
+            else:
+                _check_target_paths(value, where, out)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_target_paths(item, (*path, str(i)), out)
 
 
 def _check_sections(config: Mapping[str, Any], out: list[Finding]) -> None:

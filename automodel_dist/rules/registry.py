@@ -215,6 +215,9 @@ ENV_VAR = register(
     "am-r2-env-var", WARNING, "",
     "every ${VAR} without a default must be set where the job starts (a warning: the launch environment may "
     "differ from the one validating)", automodel=("R2",))
+TARGET_PATH = register(
+    "am-target-path", ERROR, "",
+    "a _target_ or *_fn path must resolve: AutoModel imports every one while it loads the config (ImportError)")
 SECTION_MISSPELLED = register(
     "am-section-misspelled", WARNING, "",
     "a top-level key AutoModel does not read, spelled like a section it does: AutoModel ignores it without a "
