@@ -599,7 +599,19 @@ def _recompute(c: Context) -> list[Finding]:
         elif m is not None and "moe_act" in modules and not m.is_moe:
             out.append(RECOMPUTE_LABELS.finding("moe_act in recompute_modules is only supported with "
                                                 "moe_grouped_gemm.", hint="mlp or core_attn for a dense model"))
+        elif modules & {"moe_act", "layernorm"} and _fp8_recipe(s) == "delayed":
+            out.append(RECOMPUTE_LABELS.finding("Delayed scaling does not support moe_act and layernorm recompute "
+                                                "for fp8.", hint="a current-scaling FP8 recipe, or recompute "
+                                                                 "other modules"))
     return out
+
+
+def _fp8_recipe(s: MegatronSettings) -> str | None:
+    """The FP8 scaling recipe the settings run with (None without FP8)."""
+    from automodel_dist.targets.megatron_bridge.choose import mixed_precision
+
+    mp = mixed_precision(s)
+    return mp.fp8_recipe if mp.fp8 is not None else None
 
 
 @check
@@ -684,25 +696,23 @@ def _precision(c: Context) -> list[Finding]:
 @check
 def _fp8_gpu(c: Context) -> list[Finding]:
     """Transformer Engine's check_recipe_support at the first FP8 forward (quantization.py, TE 2.17)."""
-    from automodel_dist.targets.megatron_bridge.choose import mixed_precision
-
-    mp = mixed_precision(c.s)
-    if c.cluster is None or mp.fp8 is None:
+    recipe = _fp8_recipe(c.s)
+    if c.cluster is None or recipe is None:
         return []
     gpu = c.cluster.gpu
     major, _, minor = gpu.compute_capability.partition(".")
     cc = (int(major or 0), int(minor or 0)) if f"{major}{minor}".isdigit() else (0, 0)
-    if mp.fp8_recipe == "mxfp8":
+    if recipe == "mxfp8":
         said = ("MXFP8 (for all gemm layouts) is not supported on 12.0+ architectures yet." if cc >= (12, 0) else
                 "Device compute capability 10.0 or higher required for MXFP8 execution." if cc < (10, 0) else "")
-    elif mp.fp8_recipe == "blockwise":
+    elif recipe == "blockwise":
         said = ("FP8 block scaled GEMM requires compute capability 9.0 or higher and CUDA >= 12.9." if cc < (9, 0)
                 else "")
     else:
         said = "Device compute capability 8.9 or higher required for FP8 execution." if cc < (8, 9) else ""
     if not said:
         return []
-    return [FP8_GPU.finding(f"{said} ({gpu.name} is sm{major}{minor}; fp8_recipe {mp.fp8_recipe})",
+    return [FP8_GPU.finding(f"{said} ({gpu.name} is sm{major}{minor}; fp8_recipe {recipe})",
                             hint="name a precision recipe this GPU runs (bf16_mixed; on Hopper blockwise FP8, on "
                                  "Blackwell MXFP8)")]
 
