@@ -108,3 +108,23 @@ def test_a_ddp_build_larger_than_free_memory_is_refused_before_it_starts(
     err = capsys.readouterr().err
     assert f"{recipe}:5:3" in err and "about 15.5 GiB for llama-3.1-8b, and 6.0 GiB are available" in err
     assert "dry-run without --model" in err
+
+
+@pytest.mark.model_oracle
+def test_built_model_states_that_pass_the_gpu_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mixtral's stacked experts over 64 ranks: each rank builds one expert's rows of every layer (FSDP2 pads the
+    8-row tensors), 42 GiB of weights, gradients and Adam states, past a 40 GB A100 before any activation; on an
+    80 GB H100 the same build is told nothing."""
+    recipe = tmp_path / "r.yaml"
+    body = ("recipe: TrainFinetuneRecipeForNextTokenPrediction\nmodel:\n  _target_: "
+            "nemo_automodel.NeMoAutoModelForCausalLM.from_pretrained\n  pretrained_model_name_or_path: "
+            "mistralai/Mixtral-8x7B-v0.1\ndistributed: {strategy: fsdp2}\n"
+            "step_scheduler: {global_batch_size: 64, local_batch_size: 1}\noptimizer: {_target_: torch.optim.AdamW}\n")
+    recipe.write_text("# world: 8 x 8\n# gpu: a100-40gb\n" + body)
+    code = main(["dry-run", "--model", str(recipe), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in report["findings"] if f["rule"] == "model-states-fit"]
+    assert code == 1 and "x an even split (FSDP2 pads" in finding["message"] and "a100-40gb" in finding["message"]
+    recipe.write_text("# world: 8 x 8\n# gpu: h100-80gb\n" + body)
+    main(["dry-run", "--model", str(recipe), "--format", "json"])
+    assert [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "model-states-fit"] == []

@@ -22,6 +22,7 @@ from automodel_dist.layout import Layout
 from automodel_dist.problem import TrainingSpec
 from automodel_dist.rules import RULES, check_layout
 from automodel_dist.validate import validate_recipe
+from automodel_dist.verify.model_dryrun import RankModel
 
 LLAMA_8B = resolve_model("llama-3.1-8b")      # 32 layers, 32 heads, 8 KV heads, untied
 LLAMA_1B = resolve_model("llama-3.2-1b")      # tied embeddings
@@ -401,7 +402,13 @@ def test_recipe_rule_fires_and_neighbour_passes(rule: str, bad: dict[str, Any], 
 
 # Rules the model-level dry-run files from what AutoModel's build says (verify/model_dryrun.py): an error
 # no other rule predicts, and a TP/EP plan that sharded nothing; each with the answer that leaves it quiet.
+GIB_BYTES = 1 << 30
 MODEL_CASES = [
+    # a rank's built weights, gradients and Adam states (bytes) against a 40 GB A100
+    ("model-states-fit", RankModel(0, 0, True, param_bytes=10 * GIB_BYTES, grad_bytes=10 * GIB_BYTES,
+                                   optimizer_bytes=21 * GIB_BYTES, param_bytes_even=2.7 * GIB_BYTES),
+     RankModel(0, 0, True, param_bytes=5 * GIB_BYTES, grad_bytes=5 * GIB_BYTES, optimizer_bytes=10 * GIB_BYTES,
+               param_bytes_even=5 * GIB_BYTES)),
     ("am-model-build", "AssertionError: Only Flex and TE Attention are supported for GPT-OSS",
      "ValueError: non_pp_size=8 must be a multiple of ep_size=3"),
     ("model-plan-unmatched", [{"tp_size": 2, "tp_sharded": 0}], [{"tp_size": 2, "tp_sharded": 113}]),
@@ -412,11 +419,13 @@ MODEL_CASES = [
 
 @pytest.mark.parametrize(("rule", "bad", "good"), MODEL_CASES, ids=[c[0] for c in MODEL_CASES])
 def test_model_build_rule_fires_and_neighbour_passes(rule: str, bad: Any, good: Any) -> None:
-    from automodel_dist.verify.model_dryrun import error_finding, plan_findings
+    from automodel_dist.verify.model_dryrun import error_finding, plan_findings, states_fit_findings
 
     def judge(answer: Any) -> list[str]:
         if isinstance(answer, str):
             return [error_finding(answer, 0, "model").rule]
+        if isinstance(answer, RankModel):
+            return [f.rule for f in states_fit_findings([answer], get_gpu("a100-40gb"))]
         return [f.rule for f in plan_findings(answer)]
 
     assert rule in judge(bad)

@@ -368,6 +368,10 @@ LAUNCHER_SECTION = register(
 MODEL_BUILD = register(
     "am-model-build", ERROR, "model",
     "AutoModel raised while building the model, in a way no other rule predicts (its message says what)")
+MODEL_STATES_FIT = register(
+    "model-states-fit", ERROR, "distributed",
+    "the parameters, gradients and optimizer states a rank holds as AutoModel builds them must fit the GPU, "
+    "before any activation", needs=("cluster",))
 MODEL_PLAN = register(
     "model-plan-unmatched", ERROR, "distributed.tp_size",
     "a TP or EP size whose plan sharded no parameter of the real model (the plan matched no module)")

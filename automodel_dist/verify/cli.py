@@ -8,8 +8,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.errors import InputError
-from automodel_dist.validate import refuse_megatron_overrides, stated_world
+from automodel_dist.validate import header_gpu, refuse_megatron_overrides, stated_world
 from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
 from automodel_dist.yamlio import Document, load_document, source_text
 
@@ -68,13 +69,18 @@ def _intent_meshes(args: argparse.Namespace) -> tuple[MeshReport, CompileResult]
     return report, result
 
 
-def _world(args: argparse.Namespace, doc: Document) -> tuple[Any, int, int]:
-    """(recipe source, world size, GPUs per node): a recipe as given (it needs --nodes), an intent compiled."""
+def _world(args: argparse.Namespace, doc: Document) -> tuple[Any, int, int, Any]:
+    """(recipe source, world size, GPUs per node, GPU or None): a recipe as given (its world from the flags or
+    its `# world:` line, its GPU from its `# gpu:` line), an intent compiled."""
     if is_intent(doc.data):
         result = _compile(args)
-        return result.recipe, result.problem.cluster.world_size, result.problem.cluster.gpus_per_node
+        cluster = result.problem.cluster
+        return result.recipe, cluster.world_size, cluster.gpus_per_node, cluster.gpu
     world_size, gpus_per_node = _recipe_world(args)
-    return args.source, world_size, gpus_per_node
+    text, _ = source_text(args.source, what="dry-run input")
+    named = header_gpu(text)
+    gpu = resolve_gpu(named[0], where=f"{args.source}:{named[1]}:1") if named else None
+    return args.source, world_size, gpus_per_node, gpu
 
 
 def run_model_dry_run(args: argparse.Namespace) -> int:
@@ -84,8 +90,8 @@ def run_model_dry_run(args: argparse.Namespace) -> int:
     require_oracle()
     doc = load_document(args.source, what="dry-run input")
     refuse_megatron_overrides(doc)
-    source, world_size, gpus_per_node = _world(args, doc)
-    report = build_model_dry_run(source, world_size=world_size, gpus_per_node=gpus_per_node,
+    source, world_size, gpus_per_node, gpu = _world(args, doc)
+    report = build_model_dry_run(source, world_size=world_size, gpus_per_node=gpus_per_node, gpu=gpu,
                                  ranks=None if args.rank is None else [args.rank], all_ranks=args.all_ranks)
     if is_intent(doc.data):
         report.source = f"{args.source} (compiled)"

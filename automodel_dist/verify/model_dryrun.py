@@ -26,7 +26,8 @@ from typing import Any
 from automodel_dist.catalog.hf_export import hf_config_dict
 from automodel_dist.catalog.models import resolve_model
 from automodel_dist.catalog.params import param_counts
-from automodel_dist.catalog.specs import ModelSpec
+from automodel_dist.catalog.specs import GpuSpec, ModelSpec
+from automodel_dist.cost.memory import GIB
 from automodel_dist.errors import InputError
 from automodel_dist.findings import ERROR, BySeverity, Finding, locate_all
 from automodel_dist.layout import Layout
@@ -239,9 +240,10 @@ def plan_findings(plans: Sequence[Mapping[str, int]]) -> list[Finding]:
 
 def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: int, gpus_per_node: int = 8,
                         ranks: Sequence[int] | None = None, all_ranks: bool = False, model: Any = None,
-                        worker: ModelWorker | None = None) -> ModelReport:
+                        worker: ModelWorker | None = None, gpu: GpuSpec | None = None) -> ModelReport:
     """Build the recipe's model with AutoModel's own code on meta for one rank of every pipeline stage
-    (or `ranks`, or every rank with `all_ranks`); needs the `oracle` extra. `worker` reuses a running one."""
+    (or `ranks`, or every rank with `all_ranks`); needs the `oracle` extra. `worker` reuses a running one. With
+    `gpu`, a rank whose built model states alone pass its memory is an error."""
     doc = load_document(source, what="recipe")
     config, _missing = resolve_config(doc.data)
     spec = _model(config, model)
@@ -266,10 +268,31 @@ def build_model_dry_run(source: str | Path | Mapping[str, Any], *, world_size: i
         if own:
             worker.close()
     built, findings = read_answer(answer, layout)
+    if gpu is not None:
+        findings += states_fit_findings(built, gpu)
     report = ModelReport(world_size=world_size, ranks=built, findings=locate_all(doc, findings),
                          source=doc.filename, model=spec.name, peak_rss_mb=int(answer.get("peak_rss_mb", 0)))
     report.timing = {"import": worker.import_s, "build": sum(rank.seconds for rank in built)}
     return report
+
+
+def states_fit_findings(ranks: Sequence[RankModel], gpu: GpuSpec) -> list[Finding]:
+    """The most loaded built rank whose parameters, gradients and optimizer states (as allocated: FSDP2's padded
+    shards) pass the GPU's memory on their own: the run cannot start its first step, whatever the estimate said."""
+    built = [rank for rank in ranks if rank.ok]
+    if not built:
+        return []
+    worst = max(built, key=lambda rank: rank.param_bytes + rank.grad_bytes + rank.optimizer_bytes)
+    held = (worst.param_bytes + worst.grad_bytes + worst.optimizer_bytes) / GIB
+    if held <= gpu.hbm_gib:
+        return []
+    padded = worst.param_bytes / max(worst.param_bytes_even, 1.0)
+    why = (f"; its weight shards are {padded:.1f}x an even split (FSDP2 pads each tensor's dim-0 chunks: a tensor of "
+           "fewer rows than ranks, such as stacked experts, leaves whole rows on each)" if padded > 1.1 else "")
+    return [r.MODEL_STATES_FIT.finding(
+        f"rank {worst.rank} holds {held:.1f} GiB of parameters, gradients and optimizer states as AutoModel built "
+        f"them, more than {gpu.name}'s {gpu.hbm_gib:g} GiB before any activation{why}",
+        hint="shard over more ranks (dp, tp, ep), or use expert parallelism for the experts")]
 
 
 def host_memory_needed_gib(config: Mapping[str, Any], layout: Layout, spec: ModelSpec) -> float | None:
