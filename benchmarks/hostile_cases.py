@@ -88,6 +88,9 @@ def build_cases(folder: Path) -> list[HostileCase]:
         HostileCase("fifo model path", ("compile", intent, f"model={fifo}"), 2, str(fifo)),
         HostileCase("alias bomb intent", ("compile", write("bomb.yaml", _alias_bomb())), 2, "bomb.yaml:"),
         HostileCase("alias bomb recipe", ("validate", str(folder / "bomb.yaml")), 2, "bomb.yaml:"),
+        HostileCase("an 80 KB _target_ path", ("validate", write("long-target.yaml", RECIPE + "optimizer:\n  _target_: "
+                                                                "nemo_automodel." + "a." * 40_000 + "b\n")),
+                    1, "optimizer._target_"),
         HostileCase("300 KB intent", ("compile", huge), 2, "huge.yaml"),
         HostileCase("15,000 keys in an intent",
                     ("compile", write("wide.yaml", INTENT + "x:\n" + "".join(f"  k{i}: 1\n" for i in range(15_000)))),

@@ -285,10 +285,11 @@ def _check_target_paths(node: Any, path: tuple[str, ...], out: list[Finding]) ->
             if isinstance(value, str) and (key == "_target_" or str(key).endswith("_fn")) and "$" not in value:
                 problem = unresolved(value.strip()) if ":" not in value else None
                 if problem:
+                    shown = value.strip() if len(value.strip()) <= 160 else value.strip()[:140] + "..."
                     out.append(r.TARGET_PATH.finding(
-                        f"{value.strip()!r} does not resolve: {problem}", path=".".join(where),
+                        f"{shown!r} does not resolve: {problem}", path=".".join(where),
                         hint="fix the dotted path (module, then attribute)",
-                        automodel_message=f"ImportError: ... cannot resolve attribute ... in '{value.strip()}'"))
+                        automodel_message=f"ImportError: ... cannot resolve attribute ... in '{shown}'"))
             else:
                 _check_target_paths(value, where, out)
     elif isinstance(node, list):

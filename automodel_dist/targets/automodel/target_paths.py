@@ -23,13 +23,19 @@ def _index() -> dict[str, Any]:
     return json.loads((DATA_DIR / "automodel" / "targets.json").read_text(encoding="utf-8"))
 
 
+@cache
+def _deepest_module() -> int:
+    return max(name.count(".") + 1 for name in _index()["modules"])
+
+
 def unresolved(path: str) -> str | None:
     """What AutoModel 0.7.0 cannot resolve in a dotted `path` (with a did-you-mean), or None: it resolves, or it
     lies outside what the index knows."""
     index = _index()
     modules, members = index["modules"], index["members"]
     parts = path.split(".")
-    known = next((i for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in modules), 0)
+    deepest = min(len(parts), _deepest_module())  # no module path is longer: a long path costs no more
+    known = next((i for i in range(deepest, 0, -1) if ".".join(parts[:i]) in modules), 0)
     if not known or known == len(parts):
         return None
     module = ".".join(parts[:known])
@@ -37,7 +43,7 @@ def unresolved(path: str) -> str | None:
     name = parts[known]
     if name not in names:
         children = sorted({m.rsplit(".", 1)[1] for m in modules if m.rpartition(".")[0] == module} | set(names))
-        return f"{module} has no {name!r}{did_you_mean(name, children)}"
+        return f"{module} has no {name[:80]!r}{did_you_mean(name, children)}"
     owner = f"{module}.{name}"
     if known + 1 < len(parts) and owner in members and parts[known + 1] not in members[owner]:
         member = parts[known + 1]
