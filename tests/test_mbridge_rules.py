@@ -150,6 +150,10 @@ MB_CASES: list[tuple[str, OverrideSet, OverrideSet, dict[str, Any]]] = [
                                       recompute_granularity="selective", recompute_modules=("moe_act",))),
      mb(16, S(precision="bf16_with_fp8_current_scaling_mixed", recompute_granularity="selective",
               recompute_modules=("moe_act",))), Q),  # delayed scaling keeps no moe_act/layernorm recompute
+    ("mb-recompute-modules", mb(64, S(recompute_granularity="selective", recompute_modules=("shared_experts",),
+                                      shared_expert_overlap=True), ep=8),
+     mb(64, S(recompute_granularity="selective", recompute_modules=("shared_experts",)), ep=8),
+     {"model": DSV3}),  # DeepSeek-V3's shared expert: recomputed or overlapped, not both
     ("mb-cuda-graph-impl", mb(16, S(cuda_graph_impl="cudagraph")), mb(16, S(cuda_graph_impl="none")), {}),
     ("mb-cuda-graph-scope", mb(16, GRAPHS.with_(cuda_graph_scope=("moe", "moe_router"))), mb(16, GRAPHS), {}),
     ("mb-cuda-graph-scope", mb(16, GRAPHS.with_(cuda_graph_scope=("moe_preprocess",))), mb(16, GRAPHS), {}),

@@ -599,6 +599,11 @@ def _recompute(c: Context) -> list[Finding]:
         elif m is not None and "moe_act" in modules and not m.is_moe:
             out.append(RECOMPUTE_LABELS.finding("moe_act in recompute_modules is only supported with "
                                                 "moe_grouped_gemm.", hint="mlp or core_attn for a dense model"))
+        elif m is not None and "shared_experts" in modules and m.num_shared_experts and s.shared_expert_overlap:
+            out.append(RECOMPUTE_LABELS.finding("shared_experts recompute cannot work with "
+                                                "--moe-shared-expert-overlap.",
+                                                hint="model.moe_shared_expert_overlap=false, or recompute other "
+                                                     "modules"))
         elif modules & {"moe_act", "layernorm"} and _fp8_recipe(s) == "delayed":
             out.append(RECOMPUTE_LABELS.finding("Delayed scaling does not support moe_act and layernorm recompute "
                                                 "for fp8.", hint="a current-scaling FP8 recipe, or recompute "
