@@ -208,13 +208,9 @@ def _world(args: argparse.Namespace, text: str, path: str) -> tuple[int, int]:
 def _gpu(args: argparse.Namespace, text: str, path: str) -> Any:
     """The flag's GPU, else the one the file's `# gpu: NAME` header line names (resolved here, so an unknown
     name is reported at that line's file, not at the flag), else None."""
-    from automodel_dist.catalog.hardware import resolve_gpu
-    from automodel_dist.validate import header_gpu
+    from automodel_dist.validate import header_gpu_spec
 
-    if args.gpu is not None:
-        return args.gpu
-    named = header_gpu(text)
-    return None if named is None else resolve_gpu(named[0], where=f"{path}:{named[1]}:1")
+    return args.gpu if args.gpu is not None else header_gpu_spec(text, path)
 
 
 def _validate_one(args: argparse.Namespace, recipe: str) -> Report:

@@ -184,9 +184,9 @@ def _header_match(text: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[st
     return None
 
 
-def header_world(text: str, path: str = "<recipe>") -> tuple[int, int, int] | None:
-    """(nodes, GPUs per node, 1-based line) from a `# world: NODES x GPUS` line in the comments that open a
-    recipe; a `# world:` line that says something else is bad input at that line (a silent 1 x 8 would judge
+def header_world(text: str, path: str = "<recipe>") -> tuple[int, int] | None:
+    """(nodes, GPUs per node) from a `# world: NODES x GPUS` line in the comments that open a recipe; a
+    `# world:` line that says something else is bad input at that line (a silent 1 x 8 would judge
     the recipe on another world than the one it states).
 
     A recipe that says where it runs can be validated without flags (the pre-commit hook does this);
@@ -201,7 +201,7 @@ def header_world(text: str, path: str = "<recipe>") -> tuple[int, int, int] | No
         raise InputError(f"the `# world:` header line says {match[1].strip()!r}, not NODES x GPUS_PER_NODE "
                          "(both at least 1)", where=f"{path}:{line}:1",
                          hint="write e.g. `# world: 2 x 8`, or pass --nodes and --gpus-per-node")
-    return int(value[1]), int(value[2]), line
+    return int(value[1]), int(value[2])
 
 
 def stated_world(nodes: int | None, gpus_per_node: int | None, text: str, path: str) -> tuple[int, int] | None:
@@ -210,7 +210,7 @@ def stated_world(nodes: int | None, gpus_per_node: int | None, text: str, path: 
     header = header_world(text, path) if nodes is None or gpus_per_node is None else None
     if header is None and nodes is None and gpus_per_node is None:
         return None
-    header_nodes, header_gpus = header[:2] if header else (1, 8)
+    header_nodes, header_gpus = header or (1, 8)
     return nodes or header_nodes, gpus_per_node or header_gpus
 
 
@@ -227,6 +227,15 @@ def header_gpu(text: str) -> tuple[str, int] | None:
     """(GPU preset, 1-based line) of the first `# gpu: NAME` line opening a recipe or override set (`compile`
     writes it beside `# world:`), so the memory and dispatcher rules judge the file without a --gpu flag."""
     return _header_value(text, _GPU_HEADER)
+
+
+def header_gpu_spec(text: str, path: str) -> GpuSpec | None:
+    """The GPU preset the file's `# gpu: NAME` header line names, resolved (an unknown name is bad input at that
+    line of `path`), else None."""
+    from automodel_dist.catalog.hardware import resolve_gpu
+
+    named = header_gpu(text)
+    return None if named is None else resolve_gpu(named[0], where=f"{path}:{named[1]}:1")
 
 
 def header_recipe(text: str) -> str | None:

@@ -40,9 +40,8 @@ from test_mbridge_oracle import DEVICES
 from test_mbridge_precision import PRECISION_CASES
 
 from automodel_dist import validate_recipe
-from automodel_dist.targets.megatron_bridge.choose import mixed_precision
 from automodel_dist.targets.megatron_bridge.compile import compile_megatron
-from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, recipe_values
+from automodel_dist.targets.megatron_bridge.fields import FIELDS_FILE, mixed_precision, recipe_values
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 from automodel_dist.targets.megatron_bridge.rules import NONE_SECTION_REFUSALS, check_keys
 from automodel_dist.yamlio import dump_yaml

@@ -17,9 +17,15 @@ from automodel_dist.cost.memory import RecipeOptions
 from automodel_dist.cost.model import estimate_layout
 from automodel_dist.errors import InputError
 from automodel_dist.problem import Problem
-from automodel_dist.targets.megatron_bridge.choose import MixedPrecision, cost_options, mixed_precision
+from automodel_dist.targets.megatron_bridge.choose import cost_options
 from automodel_dist.targets.megatron_bridge.compile import model_for_recipe, override_problem
-from automodel_dist.targets.megatron_bridge.fields import config_fields, precision_recipe, recipe_values
+from automodel_dist.targets.megatron_bridge.fields import (
+    MixedPrecision,
+    config_fields,
+    mixed_precision,
+    precision_recipe,
+    recipe_values,
+)
 from automodel_dist.targets.megatron_bridge.overrides import OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import parse_overrides
 

@@ -50,6 +50,16 @@ def is_node_local(path: str) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in NODE_LOCAL_PREFIXES)
 
 
+def signal_entries(preemption_signal: object) -> list[object]:
+    """The entries of `step_scheduler.preemption_signal`: a list of signals, or one."""
+    return list(preemption_signal) if isinstance(preemption_signal, (list, tuple)) else [preemption_signal]
+
+
+def signal_name(text: str) -> str:
+    """A signal name as AutoModel's resolve_signal reads it: any case, SIG optional ('sigusr1' -> 'USR1')."""
+    return text.strip().upper().removeprefix("SIG")
+
+
 def names_sigusr1(value: object) -> bool:
     """Does one `preemption_signal` entry resolve to SIGUSR1 the way AutoModel's resolve_signal does?"""
     if isinstance(value, bool):
@@ -57,13 +67,12 @@ def names_sigusr1(value: object) -> bool:
     if isinstance(value, int):
         return value == signal.SIGUSR1.value
     if isinstance(value, str):
-        return value.strip().upper().removeprefix("SIG") == "USR1"
+        return signal_name(value) == "USR1"
     return False
 
 
 def handles_sigusr1(preemption_signal: object) -> bool:
-    entries = preemption_signal if isinstance(preemption_signal, (list, tuple)) else [preemption_signal]
-    return any(names_sigusr1(e) for e in entries)
+    return any(names_sigusr1(e) for e in signal_entries(preemption_signal))
 
 
 def ep_dispatcher_findings(layout: Layout, *, nvlink_domain: int,

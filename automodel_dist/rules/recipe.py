@@ -22,6 +22,7 @@ from automodel_dist.layout import FLEX_DISPATCHERS, PP_SCHEDULES
 from automodel_dist.limits import path_exists
 from automodel_dist.pipeline_stages import virtual_stages
 from automodel_dist.rules import registry as r
+from automodel_dist.rules.launch import signal_entries, signal_name
 from automodel_dist.rules.registry import listing
 from automodel_dist.targets.automodel.config import (
     AC_MESSAGE,
@@ -283,9 +284,10 @@ def _check_target_paths(node: Any, path: tuple[str, ...], out: list[Finding]) ->
         for key, value in node.items():
             where = (*path, str(key))
             if isinstance(value, str) and (key == "_target_" or str(key).endswith("_fn")) and "$" not in value:
-                problem = unresolved(value.strip()) if ":" not in value else None
+                dotted = value.strip()
+                problem = unresolved(dotted) if ":" not in dotted else None
                 if problem:
-                    shown = value.strip() if len(value.strip()) <= 160 else value.strip()[:140] + "..."
+                    shown = dotted if len(dotted) <= 160 else dotted[:140] + "..."
                     out.append(r.TARGET_PATH.finding(
                         f"{shown!r} does not resolve: {problem}", path=".".join(where),
                         hint="fix the dotted path (module, then attribute)",
@@ -314,8 +316,13 @@ def _written_as(config: Mapping[str, Any], section: str) -> str:
     return f" (`{typo}:` looks like a misspelling of it)" if typo else ""
 
 
+def _trains_like_train_ft(recipe_class: str | None) -> bool:
+    """TrainFinetuneRecipeForNextTokenPrediction, or a recipe class that subclasses it (TRAIN_FT_MODULES)."""
+    return RECIPE_CLASSES.get(recipe_class or "") in TRAIN_FT_MODULES
+
+
 def _check_required_sections(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:
-    if RECIPE_CLASSES.get(recipe_class or "") not in TRAIN_FT_MODULES:
+    if not _trains_like_train_ft(recipe_class):
         return
     for section, outcome in REQUIRED_SECTIONS.items():
         if config.get(section) is None:
@@ -326,7 +333,7 @@ def _check_required_sections(config: Mapping[str, Any], recipe_class: str | None
 
 
 def _check_closed_sections(config: Mapping[str, Any], recipe_class: str | None, out: list[Finding]) -> None:
-    if RECIPE_CLASSES.get(recipe_class or "") not in TRAIN_FT_MODULES:
+    if not _trains_like_train_ft(recipe_class):
         return
     loaders = [key for key in config if isinstance(key, str)
                and (key == "dataloader" or key.startswith("validation_dataloader"))]
@@ -774,19 +781,18 @@ def _check_dist_backend(env: Mapping[str, Any], out: list[Finding]) -> None:
 
 def _check_preemption_signal(steps: Mapping[str, Any], out: list[Finding]) -> None:
     """AutoModel's resolve_signal: an int must be a signal number, a name (any case, SIG optional) a signal."""
-    value = steps.get("preemption_signal")
-    for entry in value if isinstance(value, (list, tuple)) else [value]:
+    for entry in signal_entries(steps.get("preemption_signal")):
         if entry is None or isinstance(entry, bool):
             continue
         if isinstance(entry, int) and not 1 <= entry <= MAX_SIGNAL:
-            said = f"Invalid signal number: {entry}"
-        elif isinstance(entry, str) and (name := entry.strip().upper().removeprefix("SIG")) not in SIGNAL_NAMES:
+            said, shown = f"Invalid signal number: {entry}", repr(entry)
+        elif isinstance(entry, str) and (name := signal_name(entry)) not in SIGNAL_NAMES:
             said = f"Unknown signal name: {entry!r}"
-            entry = f"{entry!r}{did_you_mean('SIG' + name, [f'SIG{n}' for n in SIGNAL_NAMES], n=2)}"
+            shown = f"{entry!r}{did_you_mean('SIG' + name, [f'SIG{n}' for n in SIGNAL_NAMES], n=2)}"
         else:
             continue
         out.append(r.SIGNAL_UNKNOWN.finding(
-            f"preemption_signal {entry} is no signal", automodel_message=said,
+            f"preemption_signal {shown} is no signal", automodel_message=said,
             hint="use signal names without or with SIG (SIGTERM, SIGUSR1: what Slurm's --signal sends) or a list"))
 
 

@@ -8,9 +8,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from automodel_dist.catalog.hardware import resolve_gpu
 from automodel_dist.errors import InputError
-from automodel_dist.validate import header_gpu, refuse_megatron_overrides, stated_world
+from automodel_dist.validate import header_gpu_spec, refuse_megatron_overrides, stated_world
 from automodel_dist.verify.mesh import MeshReport, build_document_meshes, build_meshes
 from automodel_dist.yamlio import Document, load_document, source_text
 
@@ -29,10 +28,13 @@ def _check_rank(rank: int, world_size: int) -> None:
                          hint="pick a rank below nodes × gpus-per-node")
 
 
-def _recipe_world(args: argparse.Namespace) -> tuple[int, int]:
-    """(world size, GPUs per node) of a recipe: the flags', else its `# world: N x G` header line's (as validate
-    reads it); a recipe that says neither needs --nodes."""
-    text, _ = source_text(args.source, what="dry-run input")
+def _recipe_text(args: argparse.Namespace) -> str:
+    return source_text(args.source, what="dry-run input")[0]
+
+
+def _recipe_world(args: argparse.Namespace, text: str) -> tuple[int, int]:
+    """(world size, GPUs per node) of a recipe (its `text`): the flags', else its `# world: N x G` header line's
+    (as validate reads it); a recipe that says neither needs --nodes."""
     stated = stated_world(args.nodes, args.gpus_per_node, text, str(args.source))
     if stated is None:
         raise InputError("the recipe does not say how many GPUs it runs on (no `# world: N x G` header line), so "
@@ -43,7 +45,7 @@ def _recipe_world(args: argparse.Namespace) -> tuple[int, int]:
 
 
 def _recipe_meshes(args: argparse.Namespace, doc: Document) -> MeshReport:
-    world_size, gpus_per_node = _recipe_world(args)
+    world_size, gpus_per_node = _recipe_world(args, _recipe_text(args))
     _check_rank(args.rank, world_size)
     return build_document_meshes(doc, world_size=world_size, gpus_per_node=gpus_per_node)
 
@@ -76,11 +78,9 @@ def _world(args: argparse.Namespace, doc: Document) -> tuple[Any, int, int, Any]
         result = _compile(args)
         cluster = result.problem.cluster
         return result.recipe, cluster.world_size, cluster.gpus_per_node, cluster.gpu
-    world_size, gpus_per_node = _recipe_world(args)
-    text, _ = source_text(args.source, what="dry-run input")
-    named = header_gpu(text)
-    gpu = resolve_gpu(named[0], where=f"{args.source}:{named[1]}:1") if named else None
-    return args.source, world_size, gpus_per_node, gpu
+    text = _recipe_text(args)
+    world_size, gpus_per_node = _recipe_world(args, text)
+    return args.source, world_size, gpus_per_node, header_gpu_spec(text, str(args.source))
 
 
 def run_model_dry_run(args: argparse.Namespace) -> int:

@@ -86,6 +86,11 @@ class RankModel:
     error: str = ""
     seconds: float = 0.0
 
+    @property
+    def states_bytes(self) -> int:
+        """Parameters, gradients and optimizer states, as allocated."""
+        return self.param_bytes + self.grad_bytes + self.optimizer_bytes
+
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -282,8 +287,8 @@ def states_fit_findings(ranks: Sequence[RankModel], gpu: GpuSpec) -> list[Findin
     built = [rank for rank in ranks if rank.ok]
     if not built:
         return []
-    worst = max(built, key=lambda rank: rank.param_bytes + rank.grad_bytes + rank.optimizer_bytes)
-    held = (worst.param_bytes + worst.grad_bytes + worst.optimizer_bytes) / GIB
+    worst = max(built, key=lambda rank: rank.states_bytes)
+    held = worst.states_bytes / GIB
     if held <= gpu.hbm_gib:
         return []
     padded = worst.param_bytes / max(worst.param_bytes_even, 1.0)

@@ -17,7 +17,6 @@ CONNECTIONS=32 with EP overlap and graphs), §10 (narrowest recompute first by a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -29,12 +28,7 @@ from automodel_dist.cost.throughput import generation
 from automodel_dist.dispatcher import capability_major, choose_dispatcher, ep_group_in_domain
 from automodel_dist.layout import Layout
 from automodel_dist.problem import Problem
-from automodel_dist.targets.megatron_bridge.fields import (
-    PRECISION_FIELDS,
-    config_fields,
-    precision_recipe,
-    recipe_values,
-)
+from automodel_dist.targets.megatron_bridge.fields import config_fields, mixed_precision, recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, MegatronSettings
 from automodel_dist.targets.megatron_bridge.recipes import recipe_for
 
@@ -352,36 +346,8 @@ def _settled(problem: Problem, layout: Layout, recompute: tuple[tuple[str, ...],
     return s.with_(**changes), why
 
 
-@dataclass(frozen=True)
-class MixedPrecision:
-    """The MixedPrecisionConfig fields an override set runs with that the cost model reads: FP8 on (its format) or
-    off, the FP8 scaling recipe, the DDP gradient buffer's dtype (mixed_precision.setup copies
-    grad_reduce_in_fp32 into the DDP config), and whether the weights are kept in FP8 and how the optimizer step
-    writes them (`fp8_primary_weights`)."""
-
-    fp8: str | None = None
-    fp8_recipe: str = "tensorwise"
-    grad_reduce_in_fp32: bool = True  # MixedPrecisionConfig's default
-    fp8_param_gather: bool = False
-    reuse_grad_buf_for_mxfp8_param_ag: bool = False
-
-    @property
-    def fp8_primary_weights(self) -> bool:
-        """FP8 weights the distributed optimizer casts from its fp32 masters through Transformer Engine
-        (cost/memory.RecipeOptions.fp8_primary_weights); MXFP8's gradient-buffer reuse stages them instead."""
-        return self.fp8 is not None and self.fp8_param_gather and not self.reuse_grad_buf_for_mxfp8_param_ag
-
-
 # Megatron-Bridge's fp8_recipe -> the cost model's FP8 scaling (delayed scaling is per-tensor, like current scaling)
 COST_FP8_RECIPES = {"tensorwise": "tensorwise", "delayed": "tensorwise", "blockwise": "blockwise", "mxfp8": "mxfp8"}
-
-
-def mixed_precision(s: MegatronSettings) -> MixedPrecision:
-    """The mixed precision the settings run with: the named recipe's fields (or the recipe's own
-    MixedPrecisionConfig object's, precision None), each field the set gives replacing it."""
-    named = precision_recipe(s.precision) if s.precision is not None else None
-    given = {name: getattr(s, name) for name in PRECISION_FIELDS if getattr(s, name) is not None}
-    return replace(MixedPrecision(**(named or {})), **given)
 
 
 def cost_options(problem: Problem, layout: Layout, s: MegatronSettings) -> RecipeOptions:

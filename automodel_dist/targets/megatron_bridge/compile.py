@@ -44,7 +44,6 @@ from automodel_dist.targets.megatron_bridge.choose import (
     dispatcher_of,
     env_vars,
     layout_dispatcher,
-    mixed_precision,
 )
 from automodel_dist.targets.megatron_bridge.emit import (
     hydra_overrides,
@@ -54,7 +53,7 @@ from automodel_dist.targets.megatron_bridge.emit import (
     reasons,
 )
 from automodel_dist.targets.megatron_bridge.fields import config_fields as recipe_fields
-from automodel_dist.targets.megatron_bridge.fields import known_recipe, recipe_values
+from automodel_dist.targets.megatron_bridge.fields import known_recipe, mixed_precision, recipe_values
 from automodel_dist.targets.megatron_bridge.overrides import PRETRAINED_ENV, PRETRAINED_FROM_ENV, OverrideSet
 from automodel_dist.targets.megatron_bridge.parse import (
     HydraOverride,

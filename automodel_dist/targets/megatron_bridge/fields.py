@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automodel_dist.catalog.fields import did_you_mean
 from automodel_dist.resources import DATA_DIR
+
+if TYPE_CHECKING:
+    from automodel_dist.targets.megatron_bridge.overrides import MegatronSettings
 
 FIELDS_FILE = DATA_DIR / "megatron_bridge" / "config_fields.json"
 SOURCE = ("dataclasses.fields of each recipe function's ConfigContainer and of every dataclass it holds, "
@@ -264,3 +267,31 @@ def _kept_out(path: str, excluded: Sequence[str]) -> str:
                 "and sets the appended keys on it afterwards")
     section = path.rsplit(".", 1)[0]
     return f"the recipe's {section} is None, so every key of the {section} the list builds is appended"
+
+
+@dataclass(frozen=True)
+class MixedPrecision:
+    """The MixedPrecisionConfig fields an override set runs with that the rules and the cost model read: FP8 on
+    (its format) or off, the FP8 scaling recipe, the DDP gradient buffer's dtype (mixed_precision.setup copies
+    grad_reduce_in_fp32 into the DDP config), and whether the weights are kept in FP8 and how the optimizer step
+    writes them (`fp8_primary_weights`)."""
+
+    fp8: str | None = None
+    fp8_recipe: str = "tensorwise"
+    grad_reduce_in_fp32: bool = True  # MixedPrecisionConfig's default
+    fp8_param_gather: bool = False
+    reuse_grad_buf_for_mxfp8_param_ag: bool = False
+
+    @property
+    def fp8_primary_weights(self) -> bool:
+        """FP8 weights the distributed optimizer casts from its fp32 masters through Transformer Engine
+        (cost/memory.RecipeOptions.fp8_primary_weights); MXFP8's gradient-buffer reuse stages them instead."""
+        return self.fp8 is not None and self.fp8_param_gather and not self.reuse_grad_buf_for_mxfp8_param_ag
+
+
+def mixed_precision(s: MegatronSettings) -> MixedPrecision:
+    """The mixed precision the settings run with: the named recipe's fields (or the recipe's own
+    MixedPrecisionConfig object's, precision None), each field the set gives replacing it."""
+    named = precision_recipe(s.precision) if s.precision is not None else None
+    given = {name: getattr(s, name) for name in PRECISION_FIELDS if getattr(s, name) is not None}
+    return replace(MixedPrecision(**(named or {})), **given)

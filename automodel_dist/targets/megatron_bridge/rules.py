@@ -13,12 +13,11 @@ at least 2.12 (the version the skills' graph + delayed-wgrad rules ask for), so 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from math import prod
+from math import gcd, prod
 from typing import TYPE_CHECKING, Any
 
 from automodel_dist.catalog.fields import did_you_mean
@@ -30,7 +29,13 @@ from automodel_dist.rules import launch
 from automodel_dist.rules import registry as r
 from automodel_dist.rules.registry import SCRIPT, Rule, divisors, listing, register
 from automodel_dist.shell_syntax import SyntaxResult
-from automodel_dist.targets.megatron_bridge.fields import append_problems, config_fields, key_problems, precision_recipe
+from automodel_dist.targets.megatron_bridge.fields import (
+    append_problems,
+    config_fields,
+    key_problems,
+    mixed_precision,
+    precision_recipe,
+)
 from automodel_dist.targets.megatron_bridge.overrides import (
     CP_COMM_TYPES,
     CUDA_GRAPH_IMPLS,
@@ -332,7 +337,7 @@ def _model_sizes(c: Context) -> list[Finding]:
     for name, heads in (("linear_num_key_heads", m.linear_num_key_heads),
                         ("linear_num_value_heads", m.linear_num_value_heads)):
         if m.linear_attention_layers and heads % tp_cp:
-            fits = divisors(math.gcd(m.linear_num_key_heads, m.linear_num_value_heads))
+            fits = divisors(gcd(m.linear_num_key_heads, m.linear_num_value_heads))
             out.append(LINEAR_HEADS.finding(
                 f"self.{name}={heads} must be a multiple of (self.tensor_model_parallel_size={lay.tp} * "
                 f"self.context_parallel_size={lay.cp}).", hint=f"TP·CP from: {listing(fits)}"))
@@ -613,8 +618,6 @@ def _recompute(c: Context) -> list[Finding]:
 
 def _fp8_recipe(s: MegatronSettings) -> str | None:
     """The FP8 scaling recipe the settings run with (None without FP8)."""
-    from automodel_dist.targets.megatron_bridge.choose import mixed_precision
-
     mp = mixed_precision(s)
     return mp.fp8_recipe if mp.fp8 is not None else None
 
